@@ -1,0 +1,512 @@
+//! Businesses: the record, what a client may send, filters and orders, and JSON rendering.
+
+use chrono::NaiveDate;
+use serde_json::{json, Map, Value};
+
+use crate::clock::{format_timestamp, utc_date};
+use crate::error::{ApiError, FieldErrors, Result};
+use crate::store::scope::{all_scopes, scope_name, Term};
+use crate::validate;
+
+pub mod handlers;
+
+pub const MAX_NAME_CHARS: usize = 255;
+pub const MAX_PARTNER_ID_CHARS: usize = 255;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Business {
+    pub id: i64,
+    pub account_id: i64,
+    pub business_name: String,
+    pub slug: String,
+    pub deleted: bool,
+    pub partner_business_id: Option<String>,
+    pub partner_sub_id: Option<String>,
+    pub category_id: Option<i64>,
+    pub logo_image_id: Option<i64>,
+    pub user_id: i64,
+    /// Unix seconds.
+    pub added: i64,
+    pub modified: i64,
+}
+
+/// A validated create request; the store assigns `id` and the timestamps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewBusiness {
+    pub business_name: String,
+    pub partner_business_id: Option<String>,
+    pub partner_sub_id: Option<String>,
+    pub category_id: Option<i64>,
+    pub logo_image_id: Option<i64>,
+    pub user_id: i64,
+}
+
+/// A validated update: `None` leaves a field as it is; `Some(None)` sets a nullable field
+/// to null.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BusinessPatch {
+    pub business_name: Option<String>,
+    pub deleted: Option<bool>,
+    pub partner_business_id: Option<Option<String>>,
+    pub partner_sub_id: Option<Option<String>>,
+    pub category_id: Option<Option<i64>>,
+    pub logo_image_id: Option<Option<i64>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusinessOrder {
+    IdAsc,
+    IdDesc,
+    NameAsc,
+    NameDesc,
+}
+
+impl BusinessOrder {
+    pub fn parse(value: &str) -> Result<Self> {
+        match value {
+            "id" => Ok(Self::IdAsc),
+            "-id" => Ok(Self::IdDesc),
+            "business_name" => Ok(Self::NameAsc),
+            "-business_name" => Ok(Self::NameDesc),
+            other => Err(ApiError::field(
+                "order_by",
+                format!(
+                    "'{other}' is not an allowed ordering; use one of id, -id, business_name, -business_name"
+                ),
+            )),
+        }
+    }
+
+    pub fn by_name(self) -> bool {
+        matches!(self, Self::NameAsc | Self::NameDesc)
+    }
+
+    pub fn descending(self) -> bool {
+        matches!(self, Self::IdDesc | Self::NameDesc)
+    }
+}
+
+/// The filters of a business list. `partner_sub_id` also carries a key's restriction.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BusinessFilter {
+    pub deleted: Option<bool>,
+    pub partner_sub_id: Option<String>,
+    pub added_date: Option<NaiveDate>,
+    pub partner_business_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusinessQuery {
+    pub filter: BusinessFilter,
+    pub order: BusinessOrder,
+    pub limit: u64,
+    pub offset: u64,
+}
+
+impl BusinessFilter {
+    fn terms(&self) -> Vec<Term> {
+        let mut terms = Vec::new();
+        if let Some(deleted) = self.deleted {
+            terms.push(("d", if deleted { "1" } else { "0" }.to_string()));
+        }
+        if let Some(sub) = &self.partner_sub_id {
+            terms.push(("s", sub.clone()));
+        }
+        if let Some(day) = self.added_date {
+            terms.push(("t", day.to_string()));
+        }
+        if let Some(pbid) = &self.partner_business_id {
+            terms.push(("p", pbid.clone()));
+        }
+        terms
+    }
+
+    /// The scope whose counter and entries answer this filter.
+    pub fn scope(&self) -> String {
+        scope_name(&self.terms())
+    }
+
+    pub fn matches(&self, b: &Business) -> bool {
+        self.deleted.is_none_or(|d| d == b.deleted)
+            && self
+                .partner_sub_id
+                .as_ref()
+                .is_none_or(|s| b.partner_sub_id.as_ref() == Some(s))
+            && self.added_date.is_none_or(|d| d == utc_date(b.added))
+            && self
+                .partner_business_id
+                .as_ref()
+                .is_none_or(|p| b.partner_business_id.as_ref() == Some(p))
+    }
+}
+
+impl Business {
+    /// Every list scope this business belongs to (one per subset of its filter values).
+    pub fn scopes(&self) -> Vec<String> {
+        all_scopes(
+            &BusinessFilter {
+                deleted: Some(self.deleted),
+                partner_sub_id: self.partner_sub_id.clone(),
+                added_date: Some(utc_date(self.added)),
+                partner_business_id: self.partner_business_id.clone(),
+            }
+            .terms(),
+        )
+    }
+
+    /// The case-insensitive sort key of the name; ties are broken by id by the stores.
+    pub fn name_key(&self) -> String {
+        name_key(&self.business_name)
+    }
+
+    /// Applies a validated patch; returns whether anything changed.
+    pub fn apply(&mut self, patch: &BusinessPatch, now: i64) -> bool {
+        let before = self.clone();
+        if let Some(name) = &patch.business_name {
+            self.business_name = name.clone();
+            self.slug = slugify(name);
+        }
+        if let Some(deleted) = patch.deleted {
+            self.deleted = deleted;
+        }
+        if let Some(v) = &patch.partner_business_id {
+            self.partner_business_id = v.clone();
+        }
+        if let Some(v) = &patch.partner_sub_id {
+            self.partner_sub_id = v.clone();
+        }
+        if let Some(v) = patch.category_id {
+            self.category_id = v;
+        }
+        if let Some(v) = patch.logo_image_id {
+            self.logo_image_id = v;
+        }
+        let changed = *self != before;
+        if changed {
+            self.modified = now;
+        }
+        changed
+    }
+
+    pub fn resource_uri(&self) -> String {
+        resource_uri(self.id)
+    }
+
+    /// The list representation.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "business_name": self.business_name,
+            "slug": self.slug,
+            "deleted": self.deleted,
+            "partner_business_id": self.partner_business_id,
+            "partner_sub_id": self.partner_sub_id,
+            "category_id": self.category_id,
+            "logo_image_id": self.logo_image_id,
+            "user_id": self.user_id,
+            "added": format_timestamp(self.added),
+            "modified": format_timestamp(self.modified),
+            "resource_uri": self.resource_uri(),
+        })
+    }
+
+    /// The detail representation: the list one plus `logo_image` and `images`.
+    pub fn to_detail_json(&self, logo_image: Option<Value>, images: Vec<Value>) -> Value {
+        let mut value = self.to_json();
+        if let Value::Object(map) = &mut value {
+            map.insert("logo_image".into(), logo_image.unwrap_or(Value::Null));
+            map.insert("images".into(), Value::Array(images));
+        }
+        value
+    }
+}
+
+pub fn resource_uri(id: i64) -> String {
+    format!("/api/v2/businesses/{id}/")
+}
+
+pub fn name_key(name: &str) -> String {
+    name.to_lowercase()
+}
+
+/// Django-style slug: ASCII letters and digits, runs of anything else become one hyphen.
+pub fn slugify(name: &str) -> String {
+    let mut slug = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if c == '\'' {
+            // "Joe's Pizza" -> "joes-pizza", as Django does.
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    while slug.ends_with('-') {
+        slug.pop();
+    }
+    if slug.is_empty() {
+        slug.push_str("business");
+    }
+    slug
+}
+
+fn parse_name(fields: &mut FieldErrors, value: &Value) -> Option<String> {
+    let Some(raw) = value.as_str() else {
+        fields.add("business_name", "Must be a string.");
+        return None;
+    };
+    let name = raw.trim();
+    if name.is_empty() {
+        fields.add("business_name", "This field may not be blank.");
+        return None;
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        fields.add(
+            "business_name",
+            format!("Ensure this value has at most {MAX_NAME_CHARS} characters."),
+        );
+        return None;
+    }
+    if name.chars().any(char::is_control) {
+        fields.add("business_name", "Must not contain control characters.");
+        return None;
+    }
+    Some(name.to_string())
+}
+
+/// What a key imposes on every business it touches.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    pub account_id: i64,
+    pub user_id: i64,
+    pub restrict_sub_id: Option<String>,
+}
+
+/// The sub id a body asks for, checked against the key's restriction.
+fn checked_sub_id(
+    fields: &mut FieldErrors,
+    caller: &Caller,
+    requested: Option<Option<String>>,
+) -> Option<Option<String>> {
+    match (&caller.restrict_sub_id, requested) {
+        (Some(fixed), Some(asked)) if asked.as_ref() != Some(fixed) => {
+            fields.add(
+                "partner_sub_id",
+                format!("This key may only use partner_sub_id '{fixed}'."),
+            );
+            None
+        }
+        (Some(fixed), _) => Some(Some(fixed.clone())),
+        (None, requested) => requested,
+    }
+}
+
+impl NewBusiness {
+    /// Validates a create body. Unknown and read-only fields are ignored.
+    pub fn from_json(body: &Map<String, Value>, caller: &Caller) -> Result<Self> {
+        let mut fields = FieldErrors::default();
+        let business_name = match body.get("business_name") {
+            None | Some(Value::Null) => {
+                fields.add("business_name", "This field is required.");
+                None
+            }
+            Some(v) => parse_name(&mut fields, v),
+        };
+        let partner_business_id =
+            validate::optional_text(&mut fields, body, "partner_business_id", MAX_PARTNER_ID_CHARS)
+                .flatten();
+        let sub = validate::optional_text(&mut fields, body, "partner_sub_id", MAX_PARTNER_ID_CHARS);
+        let partner_sub_id = checked_sub_id(&mut fields, caller, sub).flatten();
+        let category_id = validate::optional_id(&mut fields, body, "category_id").flatten();
+        let logo_image_id = validate::optional_id(&mut fields, body, "logo_image_id").flatten();
+        fields.into_result()?;
+        Ok(NewBusiness {
+            business_name: business_name.unwrap_or_default(),
+            partner_business_id,
+            partner_sub_id,
+            category_id,
+            logo_image_id,
+            user_id: caller.user_id,
+        })
+    }
+
+    /// The record this request becomes, once the store has picked an id.
+    pub fn into_business(self, id: i64, account_id: i64, now: i64) -> Business {
+        Business {
+            id,
+            account_id,
+            slug: slugify(&self.business_name),
+            business_name: self.business_name,
+            deleted: false,
+            partner_business_id: self.partner_business_id,
+            partner_sub_id: self.partner_sub_id,
+            category_id: self.category_id,
+            logo_image_id: self.logo_image_id,
+            user_id: self.user_id,
+            added: now,
+            modified: now,
+        }
+    }
+}
+
+impl BusinessPatch {
+    /// Validates an update body for the business at `path_id`. A body `id` must match it.
+    pub fn from_json(body: &Map<String, Value>, path_id: i64, caller: &Caller) -> Result<Self> {
+        let mut fields = FieldErrors::default();
+        if let Some(id) = body.get("id") {
+            match validate::id_value(id) {
+                Some(id) if id == path_id => {}
+                Some(_) => fields.add("id", format!("Does not match the id in the path ({path_id}).")),
+                None => fields.add("id", "Must be a positive integer."),
+            }
+        }
+        let business_name = match body.get("business_name") {
+            None => None,
+            Some(Value::Null) => {
+                fields.add("business_name", "This field may not be null.");
+                None
+            }
+            Some(v) => parse_name(&mut fields, v),
+        };
+        let deleted = match body.get("deleted") {
+            None => None,
+            Some(v) => match validate::bool_value(v) {
+                Some(b) => Some(b),
+                None => {
+                    fields.add("deleted", "Must be a boolean.");
+                    None
+                }
+            },
+        };
+        let partner_business_id =
+            validate::optional_text(&mut fields, body, "partner_business_id", MAX_PARTNER_ID_CHARS);
+        let sub = validate::optional_text(&mut fields, body, "partner_sub_id", MAX_PARTNER_ID_CHARS);
+        let partner_sub_id = match (&caller.restrict_sub_id, sub) {
+            // A restricted key never moves a business out of its own sub id.
+            (Some(_), None) => None,
+            (_, requested) => checked_sub_id(&mut fields, caller, requested),
+        };
+        let category_id = validate::optional_id(&mut fields, body, "category_id");
+        let logo_image_id = validate::optional_id(&mut fields, body, "logo_image_id");
+        fields.into_result()?;
+        Ok(BusinessPatch {
+            business_name,
+            deleted,
+            partner_business_id,
+            partner_sub_id,
+            category_id,
+            logo_image_id,
+        })
+    }
+}
+
+/// Parses the list filters from query parameters (unknown ones are ignored).
+pub fn parse_filter(params: &[(String, String)], caller: &Caller) -> Result<Option<BusinessFilter>> {
+    let mut fields = FieldErrors::default();
+    let mut filter = BusinessFilter::default();
+    for (name, value) in params {
+        match name.as_str() {
+            "deleted" => match value.as_str() {
+                "0" | "false" | "False" => filter.deleted = Some(false),
+                "1" | "true" | "True" => filter.deleted = Some(true),
+                _ => fields.add("deleted", format!("'{value}' is not one of 0, 1, false, true.")),
+            },
+            "added__date" => match NaiveDate::parse_from_str(value, "%Y-%m-%d") {
+                Ok(day) if value.len() == 10 => filter.added_date = Some(day),
+                _ => fields.add("added__date", format!("'{value}' is not a valid date (YYYY-MM-DD).")),
+            },
+            "partner_business_id" => filter.partner_business_id = Some(value.clone()),
+            "partner_sub_id" => filter.partner_sub_id = Some(value.clone()),
+            _ => {}
+        }
+    }
+    fields.into_result()?;
+    if let Some(fixed) = &caller.restrict_sub_id {
+        match &filter.partner_sub_id {
+            // A restricted key asking for another sub id simply matches nothing.
+            Some(asked) if asked != fixed => return Ok(None),
+            _ => filter.partner_sub_id = Some(fixed.clone()),
+        }
+    }
+    Ok(Some(filter))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller() -> Caller {
+        Caller { account_id: 1, user_id: 7, restrict_sub_id: None }
+    }
+
+    fn body(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn slugs_follow_django() {
+        assert_eq!(slugify("Joe's Pizza & Grill"), "joes-pizza-grill");
+        assert_eq!(slugify("  --Hello__World--  "), "hello-world");
+        assert_eq!(slugify("日本"), "business");
+    }
+
+    #[test]
+    fn create_requires_a_trimmed_name() {
+        let new = NewBusiness::from_json(&body(json!({"business_name": "  Cafe  "})), &caller());
+        assert_eq!(new.map(|b| b.business_name).ok(), Some("Cafe".to_string()));
+        for bad in [json!({}), json!({"business_name": 5}), json!({"business_name": "   "}),
+                    json!({"business_name": "x".repeat(256)})] {
+            let err = NewBusiness::from_json(&body(bad.clone()), &caller());
+            assert!(matches!(err, Err(ApiError::Validation(ref m)) if m.contains_key("business_name")), "{bad}");
+        }
+        assert!(NewBusiness::from_json(&body(json!({"business_name": "x".repeat(255)})), &caller()).is_ok());
+    }
+
+    #[test]
+    fn restricted_keys_pin_the_sub_id() {
+        let restricted = Caller { restrict_sub_id: Some("s1".into()), ..caller() };
+        let new = NewBusiness::from_json(&body(json!({"business_name": "A"})), &restricted);
+        assert_eq!(new.ok().and_then(|b| b.partner_sub_id), Some("s1".to_string()));
+        let other = NewBusiness::from_json(&body(json!({"business_name": "A", "partner_sub_id": "s2"})), &restricted);
+        assert!(other.is_err());
+        let filter = parse_filter(&[("partner_sub_id".into(), "s2".into())], &restricted);
+        assert_eq!(filter.ok(), Some(None));
+    }
+
+    #[test]
+    fn patch_id_must_match_path() {
+        assert!(BusinessPatch::from_json(&body(json!({"id": 3})), 3, &caller()).is_ok());
+        assert!(BusinessPatch::from_json(&body(json!({"id": 4})), 3, &caller()).is_err());
+        assert!(BusinessPatch::from_json(&body(json!({"id": "x"})), 3, &caller()).is_err());
+    }
+
+    #[test]
+    fn filters_reject_bad_values() {
+        for (k, v) in [("deleted", "maybe"), ("added__date", "2024-02-30"), ("added__date", "2024-2-3")] {
+            assert!(parse_filter(&[(k.into(), v.into())], &caller()).is_err(), "{k}={v}");
+        }
+        let f = parse_filter(&[("deleted".into(), "true".into()), ("project_type".into(), "default".into())], &caller());
+        assert_eq!(f.ok().flatten().and_then(|f| f.deleted), Some(true));
+    }
+
+    #[test]
+    fn scopes_cover_every_matching_filter() {
+        let b = NewBusiness {
+            business_name: "A".into(),
+            partner_business_id: Some("p".into()),
+            partner_sub_id: Some("s".into()),
+            category_id: None,
+            logo_image_id: None,
+            user_id: 1,
+        }
+        .into_business(1, 1, 1_369_395_621);
+        let scopes = b.scopes();
+        assert_eq!(scopes.len(), 16);
+        let f = BusinessFilter { deleted: Some(false), partner_sub_id: Some("s".into()), ..Default::default() };
+        assert!(f.matches(&b));
+        assert!(scopes.contains(&f.scope()));
+        let other = BusinessFilter { deleted: Some(true), ..Default::default() };
+        assert!(!other.matches(&b));
+        assert!(!scopes.contains(&other.scope()));
+    }
+}

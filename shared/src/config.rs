@@ -1,0 +1,1 @@
+//! Settings from the environment, read once per cold start.

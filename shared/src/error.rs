@@ -1,0 +1,113 @@
+//! The one error type of the library and its mapping to HTTP status and body.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+/// Every failure a request can meet. `status()` and `body()` are the only place where
+/// errors become HTTP.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Validation failures, Tastypie style: field name to messages; whole-object problems
+    /// go under `__all__`.
+    #[error("validation failed: {0:?}")]
+    Validation(BTreeMap<String, Vec<String>>),
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("method {0} not allowed")]
+    MethodNotAllowed(String),
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// Our fault. The message goes to the logs only; the client sees a generic text.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+impl ApiError {
+    /// A single validation message for one field.
+    pub fn field(field: &str, message: impl Into<String>) -> Self {
+        let mut map = BTreeMap::new();
+        map.insert(field.to_string(), vec![message.into()]);
+        ApiError::Validation(map)
+    }
+
+    /// A whole-object validation message (`__all__`).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::field("__all__", message)
+    }
+
+    pub fn internal(err: impl std::fmt::Display) -> Self {
+        ApiError::Internal(err.to_string())
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::Validation(_) => 400,
+            ApiError::Unauthorized(_) => 401,
+            ApiError::NotFound(_) => 404,
+            ApiError::MethodNotAllowed(_) => 405,
+            ApiError::TooLarge(_) => 413,
+            ApiError::Internal(_) => 500,
+        }
+    }
+
+    pub fn body(&self) -> Value {
+        match self {
+            ApiError::Validation(fields) => json!(fields),
+            ApiError::Unauthorized(msg) | ApiError::NotFound(msg) | ApiError::TooLarge(msg) => {
+                json!({ "error": msg })
+            }
+            ApiError::MethodNotAllowed(method) => {
+                json!({ "error": format!("method {method} is not allowed on this path") })
+            }
+            ApiError::Internal(_) => json!({ "error": "internal server error" }),
+        }
+    }
+}
+
+/// Collects several field errors before failing, so a client sees all of them at once.
+#[derive(Debug, Default)]
+pub struct FieldErrors(BTreeMap<String, Vec<String>>);
+
+impl FieldErrors {
+    pub fn add(&mut self, field: &str, message: impl Into<String>) {
+        self.0
+            .entry(field.to_string())
+            .or_default()
+            .push(message.into());
+    }
+
+    pub fn into_result(self) -> Result<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::Validation(self.0))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_errors_hide_details() {
+        let err = ApiError::internal("dynamodb said: secret table name");
+        assert_eq!(err.status(), 500);
+        assert_eq!(err.body(), json!({"error": "internal server error"}));
+    }
+
+    #[test]
+    fn validation_errors_are_keyed_by_field() {
+        let err = ApiError::field("business_name", "This field is required.");
+        assert_eq!(err.status(), 400);
+        assert_eq!(
+            err.body(),
+            json!({"business_name": ["This field is required."]})
+        );
+    }
+}

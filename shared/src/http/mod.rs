@@ -1,0 +1,1 @@
+//! HTTP glue: requests and responses independent of Lambda or hyper, routing, paging.

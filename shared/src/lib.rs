@@ -1,0 +1,14 @@
+//! sitehost: the v2 partner API for businesses and images, shared by the `sitehost`
+//! command and the Lambda functions. Everything here is testable without AWS.
+
+pub mod auth;
+pub mod business;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod image;
+pub mod store;
+pub mod validate;
+
+pub use error::{ApiError, Result};

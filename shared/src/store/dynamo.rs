@@ -1,0 +1,1 @@
+//! The DynamoDB store. See docs/dynamodb-design.md.

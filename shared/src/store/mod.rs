@@ -1,0 +1,78 @@
+//! Storage behind traits. Two implementations of the same behaviour: `sqlite` (the embedded
+//! store `sitehost serve` uses by default) and `dynamo` (production). The contract test
+//! suite in `shared/tests/store_contract.rs` runs against both.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::auth::{Account, ApiKey, NewKey};
+use crate::business::{Business, BusinessPatch, BusinessQuery, NewBusiness};
+use crate::error::Result;
+use crate::image::{Image, ImageQuery, NewImage};
+
+pub mod dynamo;
+pub mod scope;
+pub mod sqlite;
+
+/// One page of a list plus the number of all matches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total_count: u64,
+}
+
+/// Accounts, API keys and the OAuth nonce memory.
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    /// Returns the account with this name, creating it if needed.
+    async fn ensure_account(&self, name: &str) -> Result<Account>;
+    /// Creates a key (and allocates a `user_id` when the request has none).
+    async fn create_key(&self, new: NewKey) -> Result<ApiKey>;
+    /// A key by its public part, revoked or not.
+    async fn get_key(&self, key: &str) -> Result<Option<ApiKey>>;
+    async fn list_keys(&self) -> Result<Vec<ApiKey>>;
+    /// Marks a key revoked; false if there is no such key.
+    async fn revoke_key(&self, key: &str) -> Result<bool>;
+    /// Records a nonce for a key until `expires_at` (unix seconds). Returns false when the
+    /// same nonce was already recorded for this key and has not expired yet (a replay).
+    async fn remember_nonce(&self, key: &str, nonce: &str, now: i64, expires_at: i64)
+        -> Result<bool>;
+}
+
+#[async_trait]
+pub trait BusinessStore: Send + Sync {
+    /// Creates a business in one transaction. Fails with a validation error on
+    /// `logo_image_id` when that image is not one of the account's.
+    async fn create_business(&self, account_id: i64, new: NewBusiness, now: i64)
+        -> Result<Business>;
+    async fn get_business(&self, account_id: i64, id: i64) -> Result<Option<Business>>;
+    /// Applies a patch atomically (no concurrent update loses a field). `None` when the
+    /// business does not exist in this account. `restrict_sub_id` hides businesses of other
+    /// sub ids, as for a sub-restricted key.
+    async fn update_business(
+        &self,
+        account_id: i64,
+        id: i64,
+        restrict_sub_id: Option<&str>,
+        patch: BusinessPatch,
+        now: i64,
+    ) -> Result<Option<Business>>;
+    async fn list_businesses(&self, account_id: i64, query: &BusinessQuery)
+        -> Result<Page<Business>>;
+}
+
+#[async_trait]
+pub trait ImageStore: Send + Sync {
+    /// Writes the image record in one transaction. Fails with a validation error on
+    /// `business_id` when that business is not one of the account's.
+    async fn create_image(&self, account_id: i64, new: NewImage, now: i64) -> Result<Image>;
+    async fn get_image(&self, account_id: i64, id: i64) -> Result<Option<Image>>;
+    async fn list_images(&self, account_id: i64, query: &ImageQuery) -> Result<Page<Image>>;
+}
+
+/// Everything the API needs from a record store.
+pub trait Store: KeyStore + BusinessStore + ImageStore {}
+impl<T: KeyStore + BusinessStore + ImageStore> Store for T {}
+
+pub type SharedStore = Arc<dyn Store>;
