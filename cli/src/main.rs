@@ -1,1 +1,247 @@
-fn main() {}
+//! `sitehost`: the local server, key administration and image tools.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+use sitehost::auth::{ApiKey, NewKey};
+use sitehost::clock::{format_timestamp, Clock, SystemClock};
+use sitehost::config::{Config, StoreKind};
+use sitehost::http::App;
+use sitehost::store::SharedStore;
+
+#[derive(Parser)]
+#[command(
+    name = "sitehost",
+    version,
+    about = "The sitehost partner API (v2): local server and administration"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serves the whole API (and the stored files) over HTTP.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:3000", env = "SITEHOST_ADDR")]
+        addr: SocketAddr,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Manages API keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Creates a key (and its account, if needed).
+    Create {
+        /// Account (private label) name.
+        #[arg(long)]
+        account: String,
+        /// Restricts the key to one partner_sub_id.
+        #[arg(long)]
+        sub_id: Option<String>,
+        /// The user_id records created with the key carry (allocated when absent).
+        #[arg(long)]
+        user_id: Option<i64>,
+        /// Prints one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Lists keys (secrets are not shown).
+    List {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Revokes a key at once.
+    Revoke {
+        key: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// Which store to use: the same options for every command.
+#[derive(Args, Clone)]
+struct StoreArgs {
+    /// `embedded` (SQLite and files under --data-dir) or `dynamodb` (through the normal AWS
+    /// configuration; AWS_ENDPOINT_URL works).
+    #[arg(long, env = "SITEHOST_STORE", default_value = "embedded")]
+    store: String,
+    /// Data directory of the embedded store.
+    #[arg(long, env = "SITEHOST_DATA_DIR", default_value = ".sitehost")]
+    data_dir: PathBuf,
+    /// DynamoDB table, with --store dynamodb.
+    #[arg(long, env = "SITEHOST_TABLE")]
+    table: Option<String>,
+}
+
+impl StoreArgs {
+    fn config(&self) -> Result<Config, String> {
+        let mut config = Config::from_env("embedded").map_err(|e| e.to_string())?;
+        config.default_scheme =
+            std::env::var("SITEHOST_DEFAULT_SCHEME").unwrap_or_else(|_| "http".into());
+        config.store = match self.store.as_str() {
+            "embedded" => StoreKind::Embedded {
+                data_dir: self.data_dir.clone(),
+            },
+            "dynamodb" => StoreKind::DynamoDb {
+                table: self
+                    .table
+                    .clone()
+                    .ok_or("--store dynamodb needs --table or SITEHOST_TABLE")?,
+            },
+            other => {
+                return Err(format!(
+                    "--store must be embedded or dynamodb, not '{other}'"
+                ))
+            }
+        };
+        Ok(config)
+    }
+
+    async fn open(&self) -> Result<(Config, SharedStore), String> {
+        let config = self.config()?;
+        let store = sitehost::store::open(&config)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((config, store))
+    }
+}
+
+fn key_json(key: &ApiKey, with_secret: bool) -> serde_json::Value {
+    let mut value = json!({
+        "key": key.key,
+        "account_id": key.account_id,
+        "user_id": key.user_id,
+        "partner_sub_id": key.partner_sub_id,
+        "revoked": key.revoked,
+        "created": format_timestamp(key.created),
+    });
+    if with_secret {
+        value["secret"] = json!(key.secret);
+    }
+    value
+}
+
+async fn create_key(
+    store: &SharedStore,
+    account: &str,
+    sub_id: Option<String>,
+    user_id: Option<i64>,
+) -> Result<ApiKey, String> {
+    let account = store
+        .ensure_account(account)
+        .await
+        .map_err(|e| e.to_string())?;
+    let new = NewKey::generate(account.id, user_id, sub_id, SystemClock.now());
+    store.create_key(new).await.map_err(|e| e.to_string())
+}
+
+async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
+    let (config, store) = store_args.open().await?;
+    if store
+        .list_keys()
+        .await
+        .map_err(|e| e.to_string())?
+        .is_empty()
+    {
+        let key = create_key(&store, "default", None, None).await?;
+        println!("No API key existed, so one was created (shown only this once):");
+        println!("  key:    {}", key.key);
+        println!("  secret: {}", key.secret);
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("sitehost listening on http://{local}/api/v2/");
+    let app = Arc::new(App::new(store, config));
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    sitehost::http::server::serve(app, listener, shutdown).await;
+    Ok(())
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Serve { addr, store } => serve(addr, store).await,
+        Command::Keys { command } => match command {
+            KeysCommand::Create {
+                account,
+                sub_id,
+                user_id,
+                json,
+                store,
+            } => {
+                let (_, store) = store.open().await?;
+                let key = create_key(&store, &account, sub_id, user_id).await?;
+                if json {
+                    println!("{}", key_json(&key, true));
+                } else {
+                    println!("key:        {}", key.key);
+                    println!("secret:     {}", key.secret);
+                    println!("account_id: {}", key.account_id);
+                    println!("user_id:    {}", key.user_id);
+                }
+                Ok(())
+            }
+            KeysCommand::List { json, store } => {
+                let (_, store) = store.open().await?;
+                let keys = store.list_keys().await.map_err(|e| e.to_string())?;
+                if json {
+                    let list: Vec<_> = keys.iter().map(|k| key_json(k, false)).collect();
+                    println!("{}", serde_json::Value::Array(list));
+                } else {
+                    for k in keys {
+                        println!(
+                            "{}  account {}  user {}  sub {}  {}",
+                            k.key,
+                            k.account_id,
+                            k.user_id,
+                            k.partner_sub_id.as_deref().unwrap_or("-"),
+                            if k.revoked { "revoked" } else { "active" }
+                        );
+                    }
+                }
+                Ok(())
+            }
+            KeysCommand::Revoke { key, store } => {
+                let (_, store) = store.open().await?;
+                if store.revoke_key(&key).await.map_err(|e| e.to_string())? {
+                    println!("revoked {key}");
+                    Ok(())
+                } else {
+                    Err(format!("no key {key}"))
+                }
+            }
+        },
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    sitehost::telemetry::init_cli();
+    match run(Cli::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("sitehost: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,94 @@
-//! Settings from the environment, read once per cold start.
+//! Settings from the environment, read once per cold start. Every variable is listed in the
+//! README.
+
+use std::path::PathBuf;
+
+use crate::error::{ApiError, Result};
+
+/// Which record store to use.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreKind {
+    /// SQLite in a data directory (the default of `sitehost serve`).
+    Embedded { data_dir: PathBuf },
+    /// DynamoDB through the normal AWS configuration (`AWS_ENDPOINT_URL` works).
+    DynamoDb { table: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub store: StoreKind,
+    /// Hosts (with port when not the default) partners may sign requests against besides
+    /// the request's own `Host`/`X-Forwarded-Host`: the frontend host, a custom domain.
+    pub public_hosts: Vec<String>,
+    /// The scheme assumed when no `X-Forwarded-Proto` header says otherwise.
+    pub default_scheme: String,
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// Ids handed out per DynamoDB counter update.
+    pub id_block: u32,
+}
+
+pub const DEFAULT_MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn parse_number<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
+    match var(name) {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| ApiError::internal(format!("{name} must be a number, not '{v}'"))),
+    }
+}
+
+impl Config {
+    /// Reads `SITEHOST_*` variables. `default_store` (`embedded` or `dynamodb`) applies when
+    /// `SITEHOST_STORE` is unset.
+    pub fn from_env(default_store: &str) -> Result<Self> {
+        let store = match var("SITEHOST_STORE").as_deref().unwrap_or(default_store) {
+            "dynamodb" => StoreKind::DynamoDb {
+                table: var("SITEHOST_TABLE").ok_or_else(|| {
+                    ApiError::internal("SITEHOST_STORE=dynamodb needs SITEHOST_TABLE")
+                })?,
+            },
+            "embedded" => StoreKind::Embedded {
+                data_dir: var("SITEHOST_DATA_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(".sitehost")),
+            },
+            other => {
+                return Err(ApiError::internal(format!(
+                    "SITEHOST_STORE must be 'embedded' or 'dynamodb', not '{other}'"
+                )))
+            }
+        };
+        Ok(Config {
+            store,
+            public_hosts: var("SITEHOST_PUBLIC_HOSTS")
+                .map(|v| {
+                    v.split(',')
+                        .map(|h| h.trim().to_ascii_lowercase())
+                        .filter(|h| !h.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            default_scheme: var("SITEHOST_DEFAULT_SCHEME").unwrap_or_else(|| "https".into()),
+            max_body_bytes: parse_number("SITEHOST_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?,
+            id_block: parse_number("SITEHOST_ID_BLOCK", 1)?,
+        })
+    }
+
+    /// Settings for tests and `sitehost serve` defaults.
+    pub fn embedded(data_dir: PathBuf) -> Self {
+        Config {
+            store: StoreKind::Embedded { data_dir },
+            public_hosts: Vec::new(),
+            default_scheme: "http".into(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            id_block: 1,
+        }
+    }
+}

@@ -9,6 +9,7 @@ pub mod error;
 pub mod http;
 pub mod image;
 pub mod store;
+pub mod telemetry;
 pub mod validate;
 
 pub use error::{ApiError, Result};

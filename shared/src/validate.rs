@@ -56,7 +56,10 @@ pub fn optional_text(
         }
     };
     if text.chars().count() > max_chars {
-        fields.add(name, format!("Ensure this value has at most {max_chars} characters."));
+        fields.add(
+            name,
+            format!("Ensure this value has at most {max_chars} characters."),
+        );
         return None;
     }
     if text.chars().any(char::is_control) {
@@ -88,7 +91,9 @@ pub fn optional_id(
 /// Parses a request body that must be a JSON object.
 pub fn json_object(body: &[u8]) -> Result<Map<String, Value>> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::invalid("The request body is empty; send a JSON object."));
+        return Err(ApiError::invalid(
+            "The request body is empty; send a JSON object.",
+        ));
     }
     let text = std::str::from_utf8(body)
         .map_err(|_| ApiError::invalid("The request body is not valid UTF-8."))?;
@@ -107,7 +112,16 @@ mod tests {
     #[test]
     fn ids_must_be_positive_64_bit_integers() {
         assert_eq!(parse_id("42"), Some(42));
-        for bad in ["", "0", "-1", "1.5", "abc", "99999999999999999999", "+3", " 3"] {
+        for bad in [
+            "",
+            "0",
+            "-1",
+            "1.5",
+            "abc",
+            "99999999999999999999",
+            "+3",
+            " 3",
+        ] {
             assert_eq!(parse_id(bad), None, "{bad}");
         }
         assert_eq!(id_value(&json!(1.5)), None);

@@ -24,7 +24,11 @@ pub fn encode(text: &str) -> String {
 
 /// Decodes a query-string or header component (`+` is a space in query strings).
 fn decode(text: &str, plus_is_space: bool) -> Result<String> {
-    let text = if plus_is_space { text.replace('+', " ") } else { text.to_string() };
+    let text = if plus_is_space {
+        text.replace('+', " ")
+    } else {
+        text.to_string()
+    };
     percent_decode_str(&text)
         .decode_utf8()
         .map(|s| s.into_owned())
@@ -131,7 +135,9 @@ impl SignedRequest {
     pub fn parse(authorization: Option<&str>, query: &[(String, String)]) -> Result<Self> {
         let mut params: Vec<(String, String)> = query.to_vec();
         match authorization {
-            Some(header) if !header.trim().is_empty() => params.extend(parse_authorization(header)?),
+            Some(header) if !header.trim().is_empty() => {
+                params.extend(parse_authorization(header)?)
+            }
             _ => {
                 if !query.iter().any(|(n, _)| n == "oauth_signature") {
                     return Err(unauthorized(
@@ -141,12 +147,17 @@ impl SignedRequest {
             }
         }
         let one = |name: &str| -> Result<String> {
-            let mut values = params.iter().filter(|(n, _)| n == name).map(|(_, v)| v.clone());
+            let mut values = params
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.clone());
             let value = values
                 .next()
                 .ok_or_else(|| unauthorized(&format!("the request has no {name}")))?;
             if values.next().is_some() {
-                return Err(unauthorized(&format!("the request has more than one {name}")));
+                return Err(unauthorized(&format!(
+                    "the request has more than one {name}"
+                )));
             }
             Ok(value)
         };
@@ -161,8 +172,13 @@ impl SignedRequest {
                 return Err(unauthorized("unsupported oauth_version; use 1.0"));
             }
         }
-        if params.iter().any(|(n, v)| n == "oauth_token" && !v.is_empty()) {
-            return Err(unauthorized("this API takes two-legged OAuth: send no oauth_token"));
+        if params
+            .iter()
+            .any(|(n, v)| n == "oauth_token" && !v.is_empty())
+        {
+            return Err(unauthorized(
+                "this API takes two-legged OAuth: send no oauth_token",
+            ));
         }
         let timestamp = one("oauth_timestamp")?
             .parse::<i64>()
@@ -182,7 +198,10 @@ impl SignedRequest {
 
     /// Whether the signature is right for this base URI, compared in constant time.
     pub fn verify(&self, method: &str, base_uri: &str, consumer_secret: &str) -> bool {
-        let expected = sign(consumer_secret, &base_string(method, base_uri, &self.params));
+        let expected = sign(
+            consumer_secret,
+            &base_string(method, base_uri, &self.params),
+        );
         expected.as_bytes().ct_eq(self.signature.as_bytes()).into()
     }
 }
@@ -238,7 +257,11 @@ mod tests {
             .iter()
             .map(|(n, v)| (n.to_string(), v.to_string())),
         );
-        let base = base_string("post", &base_uri("HTTP", "EXAMPLE.COM:80", "/request"), &params);
+        let base = base_string(
+            "post",
+            &base_uri("HTTP", "EXAMPLE.COM:80", "/request"),
+            &params,
+        );
         assert_eq!(
             base,
             "POST&http%3A%2F%2Fexample.com%2Frequest&a2%3Dr%2520b%26a3%3D2%2520q\
@@ -274,7 +297,9 @@ mod tests {
     fn rejects_other_methods_and_tokens() {
         let header = "OAuth oauth_consumer_key=\"k\", oauth_nonce=\"n\", oauth_timestamp=\"1\", \
                       oauth_signature_method=\"PLAINTEXT\", oauth_signature=\"x\"";
-        assert!(matches!(SignedRequest::parse(Some(header), &[]), Err(ApiError::Unauthorized(m)) if m.contains("PLAINTEXT")));
+        assert!(
+            matches!(SignedRequest::parse(Some(header), &[]), Err(ApiError::Unauthorized(m)) if m.contains("PLAINTEXT"))
+        );
         assert!(SignedRequest::parse(Some("garbage"), &[]).is_err());
         assert!(SignedRequest::parse(None, &[]).is_err());
     }

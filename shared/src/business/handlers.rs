@@ -1,1 +1,131 @@
-//! Business endpoints.
+//! The business endpoints.
+
+use http::StatusCode;
+use serde_json::Value;
+
+use super::{parse_filter, resource_uri, BusinessOrder, BusinessPatch, BusinessQuery, NewBusiness};
+use crate::auth::Caller;
+use crate::business::Business;
+use crate::error::{ApiError, Result};
+use crate::http::listing::{envelope, Paging};
+use crate::http::{ApiResponse, App};
+use crate::image::{ImageFilter, ImageQuery};
+use crate::validate::json_object;
+
+const LIST_PATH: &str = "/api/v2/businesses/";
+/// The detail view lists at most this many of a business's images.
+pub const DETAIL_IMAGES_LIMIT: u64 = 1000;
+
+fn not_found(id: i64) -> ApiError {
+    ApiError::NotFound(format!("no business with id {id}"))
+}
+
+pub async fn list(app: &App, caller: &Caller, params: &[(String, String)]) -> Result<ApiResponse> {
+    let paging = Paging::parse(params)?;
+    let order = match params.iter().rev().find(|(n, _)| n == "order_by") {
+        Some((_, value)) => BusinessOrder::parse(value)?,
+        None => BusinessOrder::IdAsc,
+    };
+    let page = match parse_filter(params, caller)? {
+        Some(filter) => {
+            let query = BusinessQuery {
+                filter,
+                order,
+                limit: paging.limit,
+                offset: paging.offset,
+            };
+            app.store.list_businesses(caller.account_id, &query).await?
+        }
+        None => crate::store::Page {
+            items: Vec::new(),
+            total_count: 0,
+        },
+    };
+    let objects = page.items.iter().map(Business::to_json).collect();
+    let body = envelope(LIST_PATH, params, paging, page.total_count, objects);
+    Ok(ApiResponse::json(StatusCode::OK, &body))
+}
+
+/// A business the caller may see: its account's, and its sub id's if the key is restricted.
+async fn visible(app: &App, caller: &Caller, id: i64) -> Result<Business> {
+    app.store
+        .get_business(caller.account_id, id)
+        .await?
+        .filter(|b| {
+            caller
+                .restrict_sub_id
+                .as_ref()
+                .is_none_or(|sub| b.partner_sub_id.as_ref() == Some(sub))
+        })
+        .ok_or_else(|| not_found(id))
+}
+
+/// The detail object: the business with its logo image and its images.
+async fn detail(app: &App, caller: &Caller, business: &Business) -> Result<Value> {
+    let images_query = ImageQuery {
+        filter: ImageFilter {
+            site_id: None,
+            business_id: Some(business.id),
+        },
+        descending: false,
+        limit: DETAIL_IMAGES_LIMIT,
+        offset: 0,
+    };
+    let logo = async {
+        match business.logo_image_id {
+            Some(id) => app.store.get_image(caller.account_id, id).await,
+            None => Ok(None),
+        }
+    };
+    let (logo, images) = tokio::try_join!(
+        logo,
+        app.store.list_images(caller.account_id, &images_query)
+    )?;
+    Ok(business.to_detail_json(
+        logo.map(|image| image.to_json()),
+        images.items.iter().map(|image| image.to_json()).collect(),
+    ))
+}
+
+pub async fn get(app: &App, caller: &Caller, id: i64) -> Result<ApiResponse> {
+    let business = visible(app, caller, id).await?;
+    Ok(ApiResponse::json(
+        StatusCode::OK,
+        &detail(app, caller, &business).await?,
+    ))
+}
+
+pub async fn create(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiResponse> {
+    let new = NewBusiness::from_json(&json_object(body)?, caller)?;
+    let business = app
+        .store
+        .create_business(caller.account_id, new, app.clock.now())
+        .await?;
+    tracing::info!(
+        business_id = business.id,
+        account_id = caller.account_id,
+        "business created"
+    );
+    let body = detail(app, caller, &business).await?;
+    Ok(ApiResponse::json(StatusCode::CREATED, &body)
+        .with_header("location", resource_uri(business.id)))
+}
+
+pub async fn update(app: &App, caller: &Caller, id: i64, body: &[u8]) -> Result<ApiResponse> {
+    let patch = BusinessPatch::from_json(&json_object(body)?, id, caller)?;
+    let business = app
+        .store
+        .update_business(
+            caller.account_id,
+            id,
+            caller.restrict_sub_id.as_deref(),
+            patch,
+            app.clock.now(),
+        )
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    Ok(ApiResponse::json(
+        StatusCode::OK,
+        &detail(app, caller, &business).await?,
+    ))
+}

@@ -3,6 +3,7 @@
 use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
 
+use crate::auth::Caller;
 use crate::clock::{format_timestamp, utc_date};
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::store::scope::{all_scopes, scope_name, Term};
@@ -274,14 +275,6 @@ fn parse_name(fields: &mut FieldErrors, value: &Value) -> Option<String> {
     Some(name.to_string())
 }
 
-/// What a key imposes on every business it touches.
-#[derive(Debug, Clone, Default)]
-pub struct Caller {
-    pub account_id: i64,
-    pub user_id: i64,
-    pub restrict_sub_id: Option<String>,
-}
-
 /// The sub id a body asks for, checked against the key's restriction.
 fn checked_sub_id(
     fields: &mut FieldErrors,
@@ -312,10 +305,15 @@ impl NewBusiness {
             }
             Some(v) => parse_name(&mut fields, v),
         };
-        let partner_business_id =
-            validate::optional_text(&mut fields, body, "partner_business_id", MAX_PARTNER_ID_CHARS)
-                .flatten();
-        let sub = validate::optional_text(&mut fields, body, "partner_sub_id", MAX_PARTNER_ID_CHARS);
+        let partner_business_id = validate::optional_text(
+            &mut fields,
+            body,
+            "partner_business_id",
+            MAX_PARTNER_ID_CHARS,
+        )
+        .flatten();
+        let sub =
+            validate::optional_text(&mut fields, body, "partner_sub_id", MAX_PARTNER_ID_CHARS);
         let partner_sub_id = checked_sub_id(&mut fields, caller, sub).flatten();
         let category_id = validate::optional_id(&mut fields, body, "category_id").flatten();
         let logo_image_id = validate::optional_id(&mut fields, body, "logo_image_id").flatten();
@@ -356,7 +354,10 @@ impl BusinessPatch {
         if let Some(id) = body.get("id") {
             match validate::id_value(id) {
                 Some(id) if id == path_id => {}
-                Some(_) => fields.add("id", format!("Does not match the id in the path ({path_id}).")),
+                Some(_) => fields.add(
+                    "id",
+                    format!("Does not match the id in the path ({path_id})."),
+                ),
                 None => fields.add("id", "Must be a positive integer."),
             }
         }
@@ -378,9 +379,14 @@ impl BusinessPatch {
                 }
             },
         };
-        let partner_business_id =
-            validate::optional_text(&mut fields, body, "partner_business_id", MAX_PARTNER_ID_CHARS);
-        let sub = validate::optional_text(&mut fields, body, "partner_sub_id", MAX_PARTNER_ID_CHARS);
+        let partner_business_id = validate::optional_text(
+            &mut fields,
+            body,
+            "partner_business_id",
+            MAX_PARTNER_ID_CHARS,
+        );
+        let sub =
+            validate::optional_text(&mut fields, body, "partner_sub_id", MAX_PARTNER_ID_CHARS);
         let partner_sub_id = match (&caller.restrict_sub_id, sub) {
             // A restricted key never moves a business out of its own sub id.
             (Some(_), None) => None,
@@ -401,7 +407,10 @@ impl BusinessPatch {
 }
 
 /// Parses the list filters from query parameters (unknown ones are ignored).
-pub fn parse_filter(params: &[(String, String)], caller: &Caller) -> Result<Option<BusinessFilter>> {
+pub fn parse_filter(
+    params: &[(String, String)],
+    caller: &Caller,
+) -> Result<Option<BusinessFilter>> {
     let mut fields = FieldErrors::default();
     let mut filter = BusinessFilter::default();
     for (name, value) in params {
@@ -409,11 +418,17 @@ pub fn parse_filter(params: &[(String, String)], caller: &Caller) -> Result<Opti
             "deleted" => match value.as_str() {
                 "0" | "false" | "False" => filter.deleted = Some(false),
                 "1" | "true" | "True" => filter.deleted = Some(true),
-                _ => fields.add("deleted", format!("'{value}' is not one of 0, 1, false, true.")),
+                _ => fields.add(
+                    "deleted",
+                    format!("'{value}' is not one of 0, 1, false, true."),
+                ),
             },
             "added__date" => match NaiveDate::parse_from_str(value, "%Y-%m-%d") {
                 Ok(day) if value.len() == 10 => filter.added_date = Some(day),
-                _ => fields.add("added__date", format!("'{value}' is not a valid date (YYYY-MM-DD).")),
+                _ => fields.add(
+                    "added__date",
+                    format!("'{value}' is not a valid date (YYYY-MM-DD)."),
+                ),
             },
             "partner_business_id" => filter.partner_business_id = Some(value.clone()),
             "partner_sub_id" => filter.partner_sub_id = Some(value.clone()),
@@ -436,7 +451,11 @@ mod tests {
     use super::*;
 
     fn caller() -> Caller {
-        Caller { account_id: 1, user_id: 7, restrict_sub_id: None }
+        Caller {
+            account_id: 1,
+            user_id: 7,
+            restrict_sub_id: None,
+        }
     }
 
     fn body(v: Value) -> Map<String, Value> {
@@ -454,20 +473,40 @@ mod tests {
     fn create_requires_a_trimmed_name() {
         let new = NewBusiness::from_json(&body(json!({"business_name": "  Cafe  "})), &caller());
         assert_eq!(new.map(|b| b.business_name).ok(), Some("Cafe".to_string()));
-        for bad in [json!({}), json!({"business_name": 5}), json!({"business_name": "   "}),
-                    json!({"business_name": "x".repeat(256)})] {
+        for bad in [
+            json!({}),
+            json!({"business_name": 5}),
+            json!({"business_name": "   "}),
+            json!({"business_name": "x".repeat(256)}),
+        ] {
             let err = NewBusiness::from_json(&body(bad.clone()), &caller());
-            assert!(matches!(err, Err(ApiError::Validation(ref m)) if m.contains_key("business_name")), "{bad}");
+            assert!(
+                matches!(err, Err(ApiError::Validation(ref m)) if m.contains_key("business_name")),
+                "{bad}"
+            );
         }
-        assert!(NewBusiness::from_json(&body(json!({"business_name": "x".repeat(255)})), &caller()).is_ok());
+        assert!(NewBusiness::from_json(
+            &body(json!({"business_name": "x".repeat(255)})),
+            &caller()
+        )
+        .is_ok());
     }
 
     #[test]
     fn restricted_keys_pin_the_sub_id() {
-        let restricted = Caller { restrict_sub_id: Some("s1".into()), ..caller() };
+        let restricted = Caller {
+            restrict_sub_id: Some("s1".into()),
+            ..caller()
+        };
         let new = NewBusiness::from_json(&body(json!({"business_name": "A"})), &restricted);
-        assert_eq!(new.ok().and_then(|b| b.partner_sub_id), Some("s1".to_string()));
-        let other = NewBusiness::from_json(&body(json!({"business_name": "A", "partner_sub_id": "s2"})), &restricted);
+        assert_eq!(
+            new.ok().and_then(|b| b.partner_sub_id),
+            Some("s1".to_string())
+        );
+        let other = NewBusiness::from_json(
+            &body(json!({"business_name": "A", "partner_sub_id": "s2"})),
+            &restricted,
+        );
         assert!(other.is_err());
         let filter = parse_filter(&[("partner_sub_id".into(), "s2".into())], &restricted);
         assert_eq!(filter.ok(), Some(None));
@@ -482,10 +521,23 @@ mod tests {
 
     #[test]
     fn filters_reject_bad_values() {
-        for (k, v) in [("deleted", "maybe"), ("added__date", "2024-02-30"), ("added__date", "2024-2-3")] {
-            assert!(parse_filter(&[(k.into(), v.into())], &caller()).is_err(), "{k}={v}");
+        for (k, v) in [
+            ("deleted", "maybe"),
+            ("added__date", "2024-02-30"),
+            ("added__date", "2024-2-3"),
+        ] {
+            assert!(
+                parse_filter(&[(k.into(), v.into())], &caller()).is_err(),
+                "{k}={v}"
+            );
         }
-        let f = parse_filter(&[("deleted".into(), "true".into()), ("project_type".into(), "default".into())], &caller());
+        let f = parse_filter(
+            &[
+                ("deleted".into(), "true".into()),
+                ("project_type".into(), "default".into()),
+            ],
+            &caller(),
+        );
         assert_eq!(f.ok().flatten().and_then(|f| f.deleted), Some(true));
     }
 
@@ -502,10 +554,17 @@ mod tests {
         .into_business(1, 1, 1_369_395_621);
         let scopes = b.scopes();
         assert_eq!(scopes.len(), 16);
-        let f = BusinessFilter { deleted: Some(false), partner_sub_id: Some("s".into()), ..Default::default() };
+        let f = BusinessFilter {
+            deleted: Some(false),
+            partner_sub_id: Some("s".into()),
+            ..Default::default()
+        };
         assert!(f.matches(&b));
         assert!(scopes.contains(&f.scope()));
-        let other = BusinessFilter { deleted: Some(true), ..Default::default() };
+        let other = BusinessFilter {
+            deleted: Some(true),
+            ..Default::default()
+        };
         assert!(!other.matches(&b));
         assert!(!scopes.contains(&other.scope()));
     }

@@ -75,7 +75,9 @@ impl ImageFilter {
 
     pub fn matches(&self, image: &Image) -> bool {
         self.site_id.is_none_or(|s| image.site_id == Some(s))
-            && self.business_id.is_none_or(|b| image.business_id == Some(b))
+            && self
+                .business_id
+                .is_none_or(|b| image.business_id == Some(b))
     }
 }
 
@@ -154,8 +156,14 @@ mod tests {
 
     #[test]
     fn variant_paths_insert_the_size_before_the_extension() {
-        assert_eq!(variant_path("img/upload/c1_26.jpg", "small"), "img/upload/c1_26.small.jpg");
-        assert_eq!(variant_path("img/up.load/noext", "big"), "img/up.load/noext.big");
+        assert_eq!(
+            variant_path("img/upload/c1_26.jpg", "small"),
+            "img/upload/c1_26.small.jpg"
+        );
+        assert_eq!(
+            variant_path("img/up.load/noext", "big"),
+            "img/up.load/noext.big"
+        );
     }
 
     #[test]

@@ -36,16 +36,25 @@ pub trait KeyStore: Send + Sync {
     async fn revoke_key(&self, key: &str) -> Result<bool>;
     /// Records a nonce for a key until `expires_at` (unix seconds). Returns false when the
     /// same nonce was already recorded for this key and has not expired yet (a replay).
-    async fn remember_nonce(&self, key: &str, nonce: &str, now: i64, expires_at: i64)
-        -> Result<bool>;
+    async fn remember_nonce(
+        &self,
+        key: &str,
+        nonce: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<bool>;
 }
 
 #[async_trait]
 pub trait BusinessStore: Send + Sync {
     /// Creates a business in one transaction. Fails with a validation error on
     /// `logo_image_id` when that image is not one of the account's.
-    async fn create_business(&self, account_id: i64, new: NewBusiness, now: i64)
-        -> Result<Business>;
+    async fn create_business(
+        &self,
+        account_id: i64,
+        new: NewBusiness,
+        now: i64,
+    ) -> Result<Business>;
     async fn get_business(&self, account_id: i64, id: i64) -> Result<Option<Business>>;
     /// Applies a patch atomically (no concurrent update loses a field). `None` when the
     /// business does not exist in this account. `restrict_sub_id` hides businesses of other
@@ -58,8 +67,11 @@ pub trait BusinessStore: Send + Sync {
         patch: BusinessPatch,
         now: i64,
     ) -> Result<Option<Business>>;
-    async fn list_businesses(&self, account_id: i64, query: &BusinessQuery)
-        -> Result<Page<Business>>;
+    async fn list_businesses(
+        &self,
+        account_id: i64,
+        query: &BusinessQuery,
+    ) -> Result<Page<Business>>;
 }
 
 #[async_trait]
@@ -76,3 +88,19 @@ pub trait Store: KeyStore + BusinessStore + ImageStore {}
 impl<T: KeyStore + BusinessStore + ImageStore> Store for T {}
 
 pub type SharedStore = Arc<dyn Store>;
+
+/// Opens the store a configuration names. Builds clients only: no network I/O, so it is
+/// fit for a Lambda cold start.
+pub async fn open(config: &crate::config::Config) -> Result<SharedStore> {
+    match &config.store {
+        crate::config::StoreKind::Embedded { data_dir } => {
+            Ok(Arc::new(sqlite::SqliteStore::open(data_dir)?))
+        }
+        crate::config::StoreKind::DynamoDb { table } => {
+            let _ = table;
+            Err(crate::error::ApiError::internal(
+                "the DynamoDB store is not built yet",
+            ))
+        }
+    }
+}

@@ -48,7 +48,10 @@ mod tests {
     #[test]
     fn subsets_are_named_in_tag_order() {
         let terms = vec![("d", "0".to_string()), ("s", "a|b".to_string())];
-        assert_eq!(all_scopes(&terms), vec!["*", "d=0", "s=a%7Cb", "d=0|s=a%7Cb"]);
+        assert_eq!(
+            all_scopes(&terms),
+            vec!["*", "d=0", "s=a%7Cb", "d=0|s=a%7Cb"]
+        );
     }
 
     #[test]

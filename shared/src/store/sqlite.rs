@@ -1,1 +1,600 @@
-//! The embedded store: one SQLite file in the data directory.
+//! The embedded store: one SQLite file (`sitehost.db`) in the data directory, in WAL mode so
+//! `sitehost keys` in another process can change keys while `sitehost serve` runs.
+//!
+//! Counts come from the same per-scope counters the DynamoDB store keeps (see
+//! `store::scope`), updated in the write's transaction, so both stores report identical
+//! `total_count`s without counting rows.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+
+use super::{BusinessStore, ImageStore, KeyStore, Page};
+use crate::auth::{Account, ApiKey, NewKey};
+use crate::business::{Business, BusinessOrder, BusinessPatch, BusinessQuery, NewBusiness};
+use crate::clock::utc_date;
+use crate::error::{ApiError, Result};
+use crate::image::{Image, ImageQuery, NewImage};
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS sequences (kind TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS accounts (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key TEXT PRIMARY KEY, secret TEXT NOT NULL, account_id INTEGER NOT NULL,
+    user_id INTEGER NOT NULL, partner_sub_id TEXT, revoked INTEGER NOT NULL DEFAULT 0,
+    created INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS nonces (
+    key TEXT NOT NULL, nonce TEXT NOT NULL, expires_at INTEGER NOT NULL,
+    PRIMARY KEY (key, nonce)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS nonces_expiry ON nonces (expires_at);
+CREATE TABLE IF NOT EXISTS businesses (
+    id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL, business_name TEXT NOT NULL,
+    name_key TEXT NOT NULL, slug TEXT NOT NULL, deleted INTEGER NOT NULL,
+    partner_business_id TEXT, partner_sub_id TEXT, category_id INTEGER, logo_image_id INTEGER,
+    user_id INTEGER NOT NULL, added INTEGER NOT NULL, added_date TEXT NOT NULL,
+    modified INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS businesses_by_account ON businesses (account_id, id);
+CREATE INDEX IF NOT EXISTS businesses_by_name ON businesses (account_id, name_key, id);
+CREATE INDEX IF NOT EXISTS businesses_by_state ON businesses (account_id, deleted, id);
+CREATE INDEX IF NOT EXISTS businesses_by_sub ON businesses (account_id, partner_sub_id, deleted, id);
+CREATE INDEX IF NOT EXISTS businesses_by_day ON businesses (account_id, added_date, id);
+CREATE INDEX IF NOT EXISTS businesses_by_partner_id ON businesses (account_id, partner_business_id, id);
+CREATE TABLE IF NOT EXISTS images (
+    id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL, path TEXT NOT NULL UNIQUE,
+    mimetype TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
+    site_id INTEGER, business_id INTEGER, user_id INTEGER NOT NULL,
+    added INTEGER NOT NULL, modified INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS images_by_account ON images (account_id, id);
+CREATE INDEX IF NOT EXISTS images_by_site ON images (account_id, site_id, id);
+CREATE INDEX IF NOT EXISTS images_by_business ON images (account_id, business_id, id);
+CREATE TABLE IF NOT EXISTS counters (
+    account_id INTEGER NOT NULL, kind TEXT NOT NULL, scope TEXT NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (account_id, kind, scope)) WITHOUT ROWID;
+"#;
+
+const DB_FILE: &str = "sitehost.db";
+const READERS: usize = 4;
+/// Expired nonces are swept once per this many recorded nonces.
+const NONCE_SWEEP_EVERY: u64 = 1024;
+
+const BUSINESS_COLUMNS: &str =
+    "id, account_id, business_name, slug, deleted, partner_business_id, \
+     partner_sub_id, category_id, logo_image_id, user_id, added, modified";
+const IMAGE_COLUMNS: &str =
+    "id, account_id, path, mimetype, width, height, site_id, business_id, user_id, added, modified";
+
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+    nonces_recorded: AtomicU64,
+}
+
+fn db_error(err: rusqlite::Error) -> ApiError {
+    ApiError::internal(format!("sqlite: {err}"))
+}
+
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    // A panic while holding the lock leaves SQLite itself consistent (the transaction
+    // rolls back on drop), so a poisoned lock is safe to keep using.
+    conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(conn)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store in `data_dir`.
+    pub fn open(data_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            ApiError::internal(format!(
+                "cannot create data directory {}: {e}",
+                data_dir.display()
+            ))
+        })?;
+        let path = data_dir.join(DB_FILE);
+        let writer = connect(&path).map_err(db_error)?;
+        writer.execute_batch(SCHEMA).map_err(db_error)?;
+        let readers = (0..READERS)
+            .map(|_| connect(&path).map(Mutex::new))
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_error)?;
+        Ok(SqliteStore {
+            path,
+            writer: Mutex::new(writer),
+            readers,
+            next_reader: AtomicUsize::new(0),
+            nonces_recorded: AtomicU64::new(0),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        // Take the first free reader, else wait for the one whose turn it is.
+        for i in 0..self.readers.len() {
+            if let Ok(conn) = self.readers[(start + i) % self.readers.len()].try_lock() {
+                return f(&conn).map_err(db_error);
+            }
+        }
+        let conn = lock(&self.readers[start % self.readers.len()]);
+        f(&conn).map_err(db_error)
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
+        let mut conn = lock(&self.writer);
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(db_error)?;
+        let value = f(&tx)?;
+        tx.commit().map_err(db_error)?;
+        Ok(value)
+    }
+}
+
+fn next_id(tx: &Transaction, kind: &str) -> Result<i64> {
+    tx.query_row(
+        "INSERT INTO sequences (kind, n) VALUES (?1, 1)
+         ON CONFLICT (kind) DO UPDATE SET n = n + 1 RETURNING n",
+        params![kind],
+        |row| row.get(0),
+    )
+    .map_err(db_error)
+}
+
+fn add_to_counters(
+    tx: &Transaction,
+    account_id: i64,
+    kind: &str,
+    scopes: &[String],
+    delta: i64,
+) -> Result<()> {
+    let mut stmt = tx
+        .prepare_cached(
+            "INSERT INTO counters (account_id, kind, scope, n) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (account_id, kind, scope) DO UPDATE SET n = n + excluded.n",
+        )
+        .map_err(db_error)?;
+    for scope in scopes {
+        stmt.execute(params![account_id, kind, scope, delta])
+            .map_err(db_error)?;
+    }
+    Ok(())
+}
+
+fn counter(conn: &Connection, account_id: i64, kind: &str, scope: &str) -> rusqlite::Result<u64> {
+    let n: Option<i64> = conn
+        .prepare_cached(
+            "SELECT n FROM counters WHERE account_id = ?1 AND kind = ?2 AND scope = ?3",
+        )?
+        .query_row(params![account_id, kind, scope], |row| row.get(0))
+        .optional()?;
+    Ok(n.unwrap_or(0).max(0) as u64)
+}
+
+fn business_from_row(row: &Row) -> rusqlite::Result<Business> {
+    Ok(Business {
+        id: row.get(0)?,
+        account_id: row.get(1)?,
+        business_name: row.get(2)?,
+        slug: row.get(3)?,
+        deleted: row.get(4)?,
+        partner_business_id: row.get(5)?,
+        partner_sub_id: row.get(6)?,
+        category_id: row.get(7)?,
+        logo_image_id: row.get(8)?,
+        user_id: row.get(9)?,
+        added: row.get(10)?,
+        modified: row.get(11)?,
+    })
+}
+
+fn image_from_row(row: &Row) -> rusqlite::Result<Image> {
+    Ok(Image {
+        id: row.get(0)?,
+        account_id: row.get(1)?,
+        path: row.get(2)?,
+        mimetype: row.get(3)?,
+        width: row.get(4)?,
+        height: row.get(5)?,
+        site_id: row.get(6)?,
+        business_id: row.get(7)?,
+        user_id: row.get(8)?,
+        added: row.get(9)?,
+        modified: row.get(10)?,
+    })
+}
+
+fn key_from_row(row: &Row) -> rusqlite::Result<ApiKey> {
+    Ok(ApiKey {
+        key: row.get(0)?,
+        secret: row.get(1)?,
+        account_id: row.get(2)?,
+        user_id: row.get(3)?,
+        partner_sub_id: row.get(4)?,
+        revoked: row.get(5)?,
+        created: row.get(6)?,
+    })
+}
+
+const KEY_COLUMNS: &str = "key, secret, account_id, user_id, partner_sub_id, revoked, created";
+
+fn image_exists(tx: &Transaction, account_id: i64, image_id: i64) -> Result<bool> {
+    tx.prepare_cached("SELECT 1 FROM images WHERE id = ?1 AND account_id = ?2")
+        .and_then(|mut s| s.exists(params![image_id, account_id]))
+        .map_err(db_error)
+}
+
+fn no_such_logo(id: i64) -> ApiError {
+    ApiError::field(
+        "logo_image_id",
+        format!("There is no image {id} in this account."),
+    )
+}
+
+fn write_business(tx: &Transaction, b: &Business) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO businesses (id, account_id, business_name, name_key, slug, deleted,
+             partner_business_id, partner_sub_id, category_id, logo_image_id, user_id, added,
+             added_date, modified)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            b.id,
+            b.account_id,
+            b.business_name,
+            b.name_key(),
+            b.slug,
+            b.deleted,
+            b.partner_business_id,
+            b.partner_sub_id,
+            b.category_id,
+            b.logo_image_id,
+            b.user_id,
+            b.added,
+            utc_date(b.added).to_string(),
+            b.modified
+        ])
+    })
+    .map(|_| ())
+    .map_err(db_error)
+}
+
+fn fetch_business(
+    conn: &Connection,
+    account_id: i64,
+    id: i64,
+) -> rusqlite::Result<Option<Business>> {
+    conn.prepare_cached(&format!(
+        "SELECT {BUSINESS_COLUMNS} FROM businesses WHERE id = ?1 AND account_id = ?2"
+    ))?
+    .query_row(params![id, account_id], business_from_row)
+    .optional()
+}
+
+#[async_trait]
+impl KeyStore for SqliteStore {
+    async fn ensure_account(&self, name: &str) -> Result<Account> {
+        self.write(|tx| {
+            let existing: Option<i64> = tx
+                .query_row(
+                    "SELECT id FROM accounts WHERE name = ?1",
+                    params![name],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_error)?;
+            let id = match existing {
+                Some(id) => id,
+                None => {
+                    let id = next_id(tx, "account")?;
+                    tx.execute(
+                        "INSERT INTO accounts (id, name) VALUES (?1, ?2)",
+                        params![id, name],
+                    )
+                    .map_err(db_error)?;
+                    id
+                }
+            };
+            Ok(Account {
+                id,
+                name: name.to_string(),
+            })
+        })
+    }
+
+    async fn create_key(&self, new: NewKey) -> Result<ApiKey> {
+        self.write(|tx| {
+            let user_id = match new.user_id {
+                Some(id) => id,
+                None => next_id(tx, "user")?,
+            };
+            tx.execute(
+                &format!("INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6)"),
+                params![
+                    new.key,
+                    new.secret,
+                    new.account_id,
+                    user_id,
+                    new.partner_sub_id,
+                    new.created
+                ],
+            )
+            .map_err(db_error)?;
+            Ok(ApiKey {
+                key: new.key,
+                secret: new.secret,
+                account_id: new.account_id,
+                user_id,
+                partner_sub_id: new.partner_sub_id,
+                revoked: false,
+                created: new.created,
+            })
+        })
+    }
+
+    async fn get_key(&self, key: &str) -> Result<Option<ApiKey>> {
+        self.read(|conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {KEY_COLUMNS} FROM api_keys WHERE key = ?1"
+            ))?
+            .query_row(params![key], key_from_row)
+            .optional()
+        })
+    }
+
+    async fn list_keys(&self) -> Result<Vec<ApiKey>> {
+        self.read(|conn| {
+            conn.prepare(&format!(
+                "SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created, key"
+            ))?
+            .query_map([], key_from_row)?
+            .collect()
+        })
+    }
+
+    async fn revoke_key(&self, key: &str) -> Result<bool> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE api_keys SET revoked = 1 WHERE key = ?1",
+                params![key],
+            )
+            .map(|n| n > 0)
+            .map_err(db_error)
+        })
+    }
+
+    async fn remember_nonce(
+        &self,
+        key: &str,
+        nonce: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<bool> {
+        let sweep = self.nonces_recorded.fetch_add(1, Ordering::Relaxed) % NONCE_SWEEP_EVERY == 0;
+        self.write(|tx| {
+            if sweep {
+                tx.execute("DELETE FROM nonces WHERE expires_at < ?1", params![now])
+                    .map_err(db_error)?;
+            }
+            // Inserts a new nonce, or takes over an expired one; a live one is a replay.
+            let changed = tx
+                .prepare_cached(
+                    "INSERT INTO nonces (key, nonce, expires_at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (key, nonce) DO UPDATE SET expires_at = excluded.expires_at
+                     WHERE nonces.expires_at < ?4",
+                )
+                .and_then(|mut s| s.execute(params![key, nonce, expires_at, now]))
+                .map_err(db_error)?;
+            Ok(changed == 1)
+        })
+    }
+}
+
+#[async_trait]
+impl BusinessStore for SqliteStore {
+    async fn create_business(
+        &self,
+        account_id: i64,
+        new: NewBusiness,
+        now: i64,
+    ) -> Result<Business> {
+        self.write(|tx| {
+            if let Some(logo) = new.logo_image_id {
+                if !image_exists(tx, account_id, logo)? {
+                    return Err(no_such_logo(logo));
+                }
+            }
+            let id = next_id(tx, "business")?;
+            let business = new.into_business(id, account_id, now);
+            write_business(tx, &business)?;
+            add_to_counters(tx, account_id, "business", &business.scopes(), 1)?;
+            Ok(business)
+        })
+    }
+
+    async fn get_business(&self, account_id: i64, id: i64) -> Result<Option<Business>> {
+        self.read(|conn| fetch_business(conn, account_id, id))
+    }
+
+    async fn update_business(
+        &self,
+        account_id: i64,
+        id: i64,
+        restrict_sub_id: Option<&str>,
+        patch: BusinessPatch,
+        now: i64,
+    ) -> Result<Option<Business>> {
+        self.write(|tx| {
+            let Some(mut business) = fetch_business(tx, account_id, id).map_err(db_error)? else {
+                return Ok(None);
+            };
+            if restrict_sub_id.is_some_and(|sub| business.partner_sub_id.as_deref() != Some(sub)) {
+                return Ok(None);
+            }
+            if let Some(Some(logo)) = patch.logo_image_id {
+                if !image_exists(tx, account_id, logo)? {
+                    return Err(no_such_logo(logo));
+                }
+            }
+            let before = business.scopes();
+            if business.apply(&patch, now) {
+                write_business(tx, &business)?;
+                let after = business.scopes();
+                let left: Vec<String> = before
+                    .iter()
+                    .filter(|s| !after.contains(s))
+                    .cloned()
+                    .collect();
+                let joined: Vec<String> = after
+                    .iter()
+                    .filter(|s| !before.contains(s))
+                    .cloned()
+                    .collect();
+                add_to_counters(tx, account_id, "business", &left, -1)?;
+                add_to_counters(tx, account_id, "business", &joined, 1)?;
+            }
+            Ok(Some(business))
+        })
+    }
+
+    async fn list_businesses(
+        &self,
+        account_id: i64,
+        query: &BusinessQuery,
+    ) -> Result<Page<Business>> {
+        let filter = &query.filter;
+        let mut sql = format!("SELECT {BUSINESS_COLUMNS} FROM businesses WHERE account_id = ?");
+        let mut args: Vec<rusqlite::types::Value> = vec![account_id.into()];
+        if let Some(deleted) = filter.deleted {
+            sql.push_str(" AND deleted = ?");
+            args.push(i64::from(deleted).into());
+        }
+        if let Some(sub) = &filter.partner_sub_id {
+            sql.push_str(" AND partner_sub_id = ?");
+            args.push(sub.clone().into());
+        }
+        if let Some(day) = filter.added_date {
+            sql.push_str(" AND added_date = ?");
+            args.push(day.to_string().into());
+        }
+        if let Some(pbid) = &filter.partner_business_id {
+            sql.push_str(" AND partner_business_id = ?");
+            args.push(pbid.clone().into());
+        }
+        sql.push_str(match query.order {
+            BusinessOrder::IdAsc => " ORDER BY id",
+            BusinessOrder::IdDesc => " ORDER BY id DESC",
+            BusinessOrder::NameAsc => " ORDER BY name_key, id",
+            BusinessOrder::NameDesc => " ORDER BY name_key DESC, id DESC",
+        });
+        sql.push_str(" LIMIT ? OFFSET ?");
+        args.push(clamp_i64(query.limit).into());
+        args.push(clamp_i64(query.offset).into());
+        let scope = filter.scope();
+        self.read(|conn| {
+            let items = conn
+                .prepare_cached(&sql)?
+                .query_map(rusqlite::params_from_iter(args), business_from_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let total_count = counter(conn, account_id, "business", &scope)?;
+            Ok(Page { items, total_count })
+        })
+    }
+}
+
+fn clamp_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl ImageStore for SqliteStore {
+    async fn create_image(&self, account_id: i64, new: NewImage, now: i64) -> Result<Image> {
+        self.write(|tx| {
+            if let Some(business_id) = new.business_id {
+                if fetch_business(tx, account_id, business_id).map_err(db_error)?.is_none() {
+                    return Err(ApiError::field(
+                        "business_id",
+                        format!("There is no business {business_id} in this account."),
+                    ));
+                }
+            }
+            let id = next_id(tx, "image")?;
+            let image = new.into_image(id, account_id, now);
+            tx.prepare_cached(&format!(
+                "INSERT INTO images ({IMAGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+            ))
+            .and_then(|mut s| {
+                s.execute(params![
+                    image.id,
+                    image.account_id,
+                    image.path,
+                    image.mimetype,
+                    image.width,
+                    image.height,
+                    image.site_id,
+                    image.business_id,
+                    image.user_id,
+                    image.added,
+                    image.modified
+                ])
+            })
+            .map_err(db_error)?;
+            add_to_counters(tx, account_id, "image", &image.scopes(), 1)?;
+            Ok(image)
+        })
+    }
+
+    async fn get_image(&self, account_id: i64, id: i64) -> Result<Option<Image>> {
+        self.read(|conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {IMAGE_COLUMNS} FROM images WHERE id = ?1 AND account_id = ?2"
+            ))?
+            .query_row(params![id, account_id], image_from_row)
+            .optional()
+        })
+    }
+
+    async fn list_images(&self, account_id: i64, query: &ImageQuery) -> Result<Page<Image>> {
+        let mut sql = format!("SELECT {IMAGE_COLUMNS} FROM images WHERE account_id = ?");
+        let mut args: Vec<rusqlite::types::Value> = vec![account_id.into()];
+        if let Some(site) = query.filter.site_id {
+            sql.push_str(" AND site_id = ?");
+            args.push(site.into());
+        }
+        if let Some(business) = query.filter.business_id {
+            sql.push_str(" AND business_id = ?");
+            args.push(business.into());
+        }
+        sql.push_str(if query.descending {
+            " ORDER BY id DESC"
+        } else {
+            " ORDER BY id"
+        });
+        sql.push_str(" LIMIT ? OFFSET ?");
+        args.push(clamp_i64(query.limit).into());
+        args.push(clamp_i64(query.offset).into());
+        let scope = query.filter.scope();
+        self.read(|conn| {
+            let items = conn
+                .prepare_cached(&sql)?
+                .query_map(rusqlite::params_from_iter(args), image_from_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let total_count = counter(conn, account_id, "image", &scope)?;
+            Ok(Page { items, total_count })
+        })
+    }
+}

@@ -1,0 +1,137 @@
+//! The application: built once per cold start, it authenticates and dispatches requests.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::auth::{self, Authenticated};
+use crate::business::handlers as business;
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::error::{ApiError, Result};
+use crate::http::{allowed_methods, route, ApiRequest, ApiResponse, Operation, Route};
+use crate::store::SharedStore;
+
+pub struct App {
+    pub store: SharedStore,
+    pub clock: Arc<dyn Clock>,
+    pub config: Config,
+}
+
+impl App {
+    pub fn new(store: SharedStore, config: Config) -> Self {
+        App {
+            store,
+            clock: Arc::new(SystemClock),
+            config,
+        }
+    }
+
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Serves any API request (`sitehost serve`).
+    pub async fn handle(&self, req: ApiRequest) -> ApiResponse {
+        self.respond(req, None).await
+    }
+
+    /// Serves a request for one operation only (a Lambda function); any other route is 404.
+    pub async fn handle_operation(&self, operation: Operation, req: ApiRequest) -> ApiResponse {
+        self.respond(req, Some(operation)).await
+    }
+
+    async fn respond(&self, req: ApiRequest, only: Option<Operation>) -> ApiResponse {
+        let started = Instant::now();
+        let result = self.dispatch(&req, only).await;
+        let response = match result {
+            Ok(response) => response,
+            Err(err) => {
+                if let ApiError::Internal(detail) = &err {
+                    tracing::error!(error = %detail, method = %req.method, path = %req.path, "request failed");
+                }
+                let response = ApiResponse::error(&err);
+                match err {
+                    ApiError::MethodNotAllowed(_) => {
+                        response.with_header("allow", allowed_methods(&req.path))
+                    }
+                    _ => response,
+                }
+            }
+        };
+        tracing::info!(
+            method = %req.method,
+            path = %req.path,
+            status = response.status.as_u16(),
+            micros = started.elapsed().as_micros() as u64,
+            "request"
+        );
+        response
+    }
+
+    async fn dispatch(&self, req: &ApiRequest, only: Option<Operation>) -> Result<ApiResponse> {
+        let route = route(&req.method, &req.path)?;
+        if only.is_some_and(|op| op != route.operation) {
+            return Err(ApiError::NotFound(format!("no resource at {}", req.path)));
+        }
+        if req.body.len() > self.config.max_body_bytes {
+            return Err(ApiError::TooLarge(format!(
+                "the request body is over {} bytes",
+                self.config.max_body_bytes
+            )));
+        }
+        let params = req.query_params()?;
+        let now = self.clock.now();
+        let base_uris = auth::candidate_base_uris(
+            &req.path,
+            |name| req.header(name).map(str::to_string),
+            &self.config.default_scheme,
+            &self.config.public_hosts,
+        );
+        let auth = auth::authenticate(
+            self.store.as_ref(),
+            now,
+            req.method.as_str(),
+            &base_uris,
+            req.header("authorization"),
+            &params,
+        )
+        .await?;
+        if route.operation.writes() {
+            auth::record_nonce(self.store.as_ref(), &auth, now).await?;
+            self.run(route, &auth, req, &params).await
+        } else {
+            // A read may run while its nonce is recorded; a replay still gets only a 401.
+            let (recorded, response) = tokio::join!(
+                auth::record_nonce(self.store.as_ref(), &auth, now),
+                self.run(route, &auth, req, &params)
+            );
+            recorded?;
+            response
+        }
+    }
+
+    async fn run(
+        &self,
+        route: Route,
+        auth: &Authenticated,
+        req: &ApiRequest,
+        params: &[(String, String)],
+    ) -> Result<ApiResponse> {
+        let caller = &auth.caller;
+        let id = || {
+            route
+                .id
+                .ok_or_else(|| ApiError::internal("routed without an id"))
+        };
+        match route.operation {
+            Operation::BusinessList => business::list(self, caller, params).await,
+            Operation::BusinessGet => business::get(self, caller, id()?).await,
+            Operation::BusinessCreate => business::create(self, caller, &req.body).await,
+            Operation::BusinessUpdate => business::update(self, caller, id()?, &req.body).await,
+            Operation::ImageList | Operation::ImageGet | Operation::ImageUpload => {
+                Err(ApiError::NotFound("images are not available yet".into()))
+            }
+        }
+    }
+}

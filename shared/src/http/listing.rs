@@ -1,0 +1,177 @@
+//! The list envelope: `limit`/`offset` parsing and `meta` with `next`/`previous` links that
+//! keep the request's filters and order.
+
+use serde_json::{json, Value};
+
+use crate::error::{FieldErrors, Result};
+
+pub const DEFAULT_LIMIT: u64 = 20;
+pub const MAX_LIMIT: u64 = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Paging {
+    pub limit: u64,
+    pub offset: u64,
+}
+
+fn parse_count(fields: &mut FieldErrors, name: &str, value: &str) -> Option<u64> {
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // All digits: only overflow can fail, and a huge number means "as many as allowed".
+        Some(value.parse().unwrap_or(u64::MAX))
+    } else {
+        fields.add(name, format!("'{value}' is not a non-negative integer."));
+        None
+    }
+}
+
+impl Paging {
+    pub fn parse(params: &[(String, String)]) -> Result<Paging> {
+        let mut fields = FieldErrors::default();
+        let mut paging = Paging {
+            limit: DEFAULT_LIMIT,
+            offset: 0,
+        };
+        for (name, value) in params {
+            match name.as_str() {
+                "limit" => {
+                    if let Some(limit) = parse_count(&mut fields, "limit", value) {
+                        paging.limit = if limit == 0 {
+                            MAX_LIMIT
+                        } else {
+                            limit.min(MAX_LIMIT)
+                        };
+                    }
+                }
+                "offset" => {
+                    if let Some(offset) = parse_count(&mut fields, "offset", value) {
+                        paging.offset = offset.min(i64::MAX as u64);
+                    }
+                }
+                _ => {}
+            }
+        }
+        fields.into_result()?;
+        Ok(paging)
+    }
+}
+
+fn form_encode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC)
+        .to_string()
+        .replace("%2D", "-")
+        .replace("%5F", "_")
+        .replace("%2E", ".")
+}
+
+/// A link to another page: the same path and parameters, oauth ones dropped.
+fn page_link(path: &str, params: &[(String, String)], limit: u64, offset: u64) -> String {
+    let mut parts: Vec<String> = params
+        .iter()
+        .filter(|(n, _)| n != "limit" && n != "offset" && !n.starts_with("oauth_"))
+        .map(|(n, v)| format!("{}={}", form_encode(n), form_encode(v)))
+        .collect();
+    parts.push(format!("limit={limit}"));
+    parts.push(format!("offset={offset}"));
+    format!("{path}?{}", parts.join("&"))
+}
+
+/// `{"meta": {...}, "objects": [...]}`. `path` is the canonical list path.
+pub fn envelope(
+    path: &str,
+    params: &[(String, String)],
+    paging: Paging,
+    total_count: u64,
+    objects: Vec<Value>,
+) -> Value {
+    let Paging { limit, offset } = paging;
+    let next = (offset.saturating_add(limit) < total_count)
+        .then(|| page_link(path, params, limit, offset + limit));
+    let previous =
+        (offset > 0).then(|| page_link(path, params, limit, offset.saturating_sub(limit)));
+    json!({
+        "meta": {
+            "limit": limit,
+            "offset": offset,
+            "next": next,
+            "previous": previous,
+            "total_count": total_count,
+        },
+        "objects": objects,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn limits_default_clamp_and_zero_means_max() {
+        assert_eq!(
+            Paging::parse(&[]).ok(),
+            Some(Paging {
+                limit: 20,
+                offset: 0
+            })
+        );
+        assert_eq!(
+            Paging::parse(&p(&[("limit", "5000")]))
+                .ok()
+                .map(|x| x.limit),
+            Some(1000)
+        );
+        assert_eq!(
+            Paging::parse(&p(&[("limit", "0")])).ok().map(|x| x.limit),
+            Some(1000)
+        );
+        for bad in ["-1", "1.5", "abc", ""] {
+            assert!(Paging::parse(&p(&[("limit", bad)])).is_err(), "{bad}");
+            assert!(Paging::parse(&p(&[("offset", bad)])).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn links_keep_filters_and_drop_oauth() {
+        let params = p(&[
+            ("deleted", "0"),
+            ("order_by", "-id"),
+            ("oauth_nonce", "x"),
+            ("limit", "2"),
+        ]);
+        let v = envelope(
+            "/api/v2/businesses/",
+            &params,
+            Paging {
+                limit: 2,
+                offset: 2,
+            },
+            5,
+            vec![],
+        );
+        assert_eq!(
+            v["meta"]["next"],
+            "/api/v2/businesses/?deleted=0&order_by=-id&limit=2&offset=4"
+        );
+        assert_eq!(
+            v["meta"]["previous"],
+            "/api/v2/businesses/?deleted=0&order_by=-id&limit=2&offset=0"
+        );
+        let last = envelope(
+            "/api/v2/businesses/",
+            &params,
+            Paging {
+                limit: 2,
+                offset: 4,
+            },
+            5,
+            vec![],
+        );
+        assert_eq!(last["meta"]["next"], Value::Null);
+    }
+}

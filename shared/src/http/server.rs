@@ -1,0 +1,102 @@
+//! The local HTTP server of `sitehost serve`: hyper in front of the same `App` the Lambda
+//! functions use.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use tokio::net::TcpListener;
+
+use crate::error::ApiError;
+use crate::http::{ApiRequest, ApiResponse, App};
+
+async fn serve_one(app: &App, req: Request<Incoming>) -> ApiResponse {
+    let (parts, body) = req.into_parts();
+    // Read at most one byte past the limit, so a huge body is refused without buffering it.
+    let body = match Limited::new(body, app.config.max_body_bytes)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(err)
+            if err
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            return ApiResponse::error(&ApiError::TooLarge(format!(
+                "the request body is over {} bytes",
+                app.config.max_body_bytes
+            )));
+        }
+        Err(_) => {
+            return ApiResponse::error(&ApiError::invalid("The request body could not be read."))
+        }
+    };
+    let req = ApiRequest {
+        method: parts.method,
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().unwrap_or_default().to_string(),
+        headers: parts.headers,
+        body,
+    };
+    app.handle(req).await
+}
+
+fn to_hyper(response: ApiResponse) -> Response<Full<Bytes>> {
+    let mut out = Response::new(Full::new(response.body));
+    *out.status_mut() = response.status;
+    for (name, value) in response.headers {
+        if let Ok(value) = http::HeaderValue::from_str(&value) {
+            out.headers_mut().append(name, value);
+        }
+    }
+    if out.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        // The unread rest of the body makes the connection unusable.
+        out.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
+    out
+}
+
+/// Accepts connections until `shutdown` completes.
+pub async fn serve(
+    app: Arc<App>,
+    listener: TcpListener,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(err) => {
+                    tracing::warn!(error = %err, "accept failed");
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let app = Arc::clone(&app);
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let app = Arc::clone(&app);
+                async move { Ok::<_, Infallible>(to_hyper(serve_one(&app, req).await)) }
+            });
+            if let Err(err) = Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(error = %err, "connection ended with an error");
+            }
+        });
+    }
+}
