@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod business;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod error;
