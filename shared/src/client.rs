@@ -39,7 +39,9 @@ impl PartnerClient {
 
     /// The `Authorization` header for a request, with a fresh nonce and the current time.
     pub fn authorization(&self, method: &str, path_and_query: &str) -> String {
-        let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
         let params = oauth1::parse_query(query).unwrap_or_default();
         let nonce: u128 = rand::random();
         oauth1::authorization_header(
@@ -64,9 +66,14 @@ impl PartnerClient {
         let mut request = self
             .http
             .request(method.clone(), format!("{}{path_and_query}", self.base))
-            .header("authorization", self.authorization(method.as_str(), path_and_query));
+            .header(
+                "authorization",
+                self.authorization(method.as_str(), path_and_query),
+            );
         if let Some(body) = body {
-            request = request.header("content-type", "application/json").body(body);
+            request = request
+                .header("content-type", "application/json")
+                .body(body);
         }
         let response = request.send().await?;
         let status = response.status().as_u16();
@@ -84,10 +91,12 @@ impl PartnerClient {
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> reqwest::Result<Reply> {
-        self.send("POST", path, Some(body.to_string().into_bytes())).await
+        self.send("POST", path, Some(body.to_string().into_bytes()))
+            .await
     }
 
     pub async fn put(&self, path: &str, body: &Value) -> reqwest::Result<Reply> {
-        self.send("PUT", path, Some(body.to_string().into_bytes())).await
+        self.send("PUT", path, Some(body.to_string().into_bytes()))
+            .await
     }
 }

@@ -22,11 +22,24 @@ impl Server {
     async fn start() -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let store: SharedStore = Arc::new(SqliteStore::open(dir.path()).expect("store"));
-        let app = Arc::new(App::new(Arc::clone(&store), Config::embedded(dir.path().into())));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let app = Arc::new(App::new(
+            Arc::clone(&store),
+            Config::embedded(dir.path().into()),
+        ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
-        tokio::spawn(sitehost::http::server::serve(app, listener, std::future::pending()));
-        Server { base, store, _dir: dir }
+        tokio::spawn(sitehost::http::server::serve(
+            app,
+            listener,
+            std::future::pending(),
+        ));
+        Server {
+            base,
+            store,
+            _dir: dir,
+        }
     }
 
     /// A client with a new key of `account` (optionally sub-restricted).
@@ -43,7 +56,10 @@ impl Server {
 }
 
 async fn create(client: &PartnerClient, body: Value) -> Value {
-    let reply = client.post("/api/v2/businesses/", &body).await.expect("create");
+    let reply = client
+        .post("/api/v2/businesses/", &body)
+        .await
+        .expect("create");
     assert_eq!(reply.status, 201, "{}", reply.body);
     reply.body
 }
@@ -62,7 +78,10 @@ async fn create_get_list_update_round_trip() {
         .expect("create");
     assert_eq!(reply.status, 201);
     let id = reply.body["id"].as_i64().expect("id");
-    assert_eq!(reply.headers["location"], format!("/api/v2/businesses/{id}/"));
+    assert_eq!(
+        reply.headers["location"],
+        format!("/api/v2/businesses/{id}/")
+    );
     assert_eq!(reply.body["business_name"], "Joe's Pizza");
     assert_eq!(reply.body["slug"], "joes-pizza");
     assert_eq!(reply.body["deleted"], false);
@@ -75,7 +94,10 @@ async fn create_get_list_update_round_trip() {
     assert_eq!(added.len(), 19, "{added}");
 
     // Detail with and without the trailing slash.
-    for path in [format!("/api/v2/businesses/{id}/"), format!("/api/v2/businesses/{id}")] {
+    for path in [
+        format!("/api/v2/businesses/{id}/"),
+        format!("/api/v2/businesses/{id}"),
+    ] {
         let got = client.get(&path).await.expect("get");
         assert_eq!(got.status, 200);
         assert_eq!(got.body["partner_business_id"], "p-1");
@@ -83,7 +105,10 @@ async fn create_get_list_update_round_trip() {
 
     // Partial update with id; absent fields stay.
     let updated = client
-        .put(&format!("/api/v2/businesses/{id}/"), &json!({"id": id, "business_name": "Joe's"}))
+        .put(
+            &format!("/api/v2/businesses/{id}/"),
+            &json!({"id": id, "business_name": "Joe's"}),
+        )
         .await
         .expect("put");
     assert_eq!(updated.status, 200, "{}", updated.body);
@@ -93,13 +118,32 @@ async fn create_get_list_update_round_trip() {
     // Soft delete and restore move the business between the filtered lists.
     let count = |filter: &'static str| {
         let client = client.clone();
-        async move { client.get(&format!("/api/v2/businesses/?{filter}")).await.expect("list").body["meta"]["total_count"].clone() }
+        async move {
+            client
+                .get(&format!("/api/v2/businesses/?{filter}"))
+                .await
+                .expect("list")
+                .body["meta"]["total_count"]
+                .clone()
+        }
     };
-    client.put(&format!("/api/v2/businesses/{id}/"), &json!({"deleted": true})).await.expect("delete");
+    client
+        .put(
+            &format!("/api/v2/businesses/{id}/"),
+            &json!({"deleted": true}),
+        )
+        .await
+        .expect("delete");
     assert_eq!(count("deleted=1").await, 1);
     assert_eq!(count("deleted=false").await, 0);
     assert_eq!(count("").await, 1);
-    client.put(&format!("/api/v2/businesses/{id}/"), &json!({"deleted": false})).await.expect("restore");
+    client
+        .put(
+            &format!("/api/v2/businesses/{id}/"),
+            &json!({"deleted": false}),
+        )
+        .await
+        .expect("restore");
     assert_eq!(count("deleted=true").await, 0);
     assert_eq!(count("deleted=0&project_type=default").await, 1);
 }
@@ -109,26 +153,55 @@ async fn paging_links_keep_filters_and_order() {
     let server = Server::start().await;
     let client = server.client("agency", None).await;
     for name in ["delta", "Alpha", "charlie", "bravo", "echo"] {
-        create(&client, json!({"business_name": name, "partner_sub_id": "s1"})).await;
+        create(
+            &client,
+            json!({"business_name": name, "partner_sub_id": "s1"}),
+        )
+        .await;
     }
     let page = client
         .get("/api/v2/businesses/?order_by=business_name&limit=2&partner_sub_id=s1")
         .await
         .expect("list");
-    let names: Vec<&str> = page.body["objects"].as_array().expect("objects").iter().filter_map(|o| o["business_name"].as_str()).collect();
+    let names: Vec<&str> = page.body["objects"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .filter_map(|o| o["business_name"].as_str())
+        .collect();
     assert_eq!(names, ["Alpha", "bravo"]);
     assert_eq!(page.body["meta"]["total_count"], 5);
     assert_eq!(page.body["meta"]["previous"], Value::Null);
-    let next = page.body["meta"]["next"].as_str().expect("next").to_string();
-    assert_eq!(next, "/api/v2/businesses/?order_by=business_name&partner_sub_id=s1&limit=2&offset=2");
+    let next = page.body["meta"]["next"]
+        .as_str()
+        .expect("next")
+        .to_string();
+    assert_eq!(
+        next,
+        "/api/v2/businesses/?order_by=business_name&partner_sub_id=s1&limit=2&offset=2"
+    );
     let page2 = client.get(&next).await.expect("next page");
-    let names: Vec<&str> = page2.body["objects"].as_array().expect("objects").iter().filter_map(|o| o["business_name"].as_str()).collect();
+    let names: Vec<&str> = page2.body["objects"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .filter_map(|o| o["business_name"].as_str())
+        .collect();
     assert_eq!(names, ["charlie", "delta"]);
-    let last = client.get(page2.body["meta"]["next"].as_str().expect("next")).await.expect("last");
+    let last = client
+        .get(page2.body["meta"]["next"].as_str().expect("next"))
+        .await
+        .expect("last");
     assert_eq!(last.body["objects"].as_array().map(Vec::len), Some(1));
     assert_eq!(last.body["meta"]["next"], Value::Null);
-    assert_eq!(last.body["meta"]["previous"], "/api/v2/businesses/?order_by=business_name&partner_sub_id=s1&limit=2&offset=2");
-    let desc = client.get("/api/v2/businesses/?order_by=-id&limit=0").await.expect("desc");
+    assert_eq!(
+        last.body["meta"]["previous"],
+        "/api/v2/businesses/?order_by=business_name&partner_sub_id=s1&limit=2&offset=2"
+    );
+    let desc = client
+        .get("/api/v2/businesses/?order_by=-id&limit=0")
+        .await
+        .expect("desc");
     assert_eq!(desc.body["meta"]["limit"], 1000);
     assert_eq!(desc.body["objects"][0]["business_name"], "echo");
 }
@@ -139,24 +212,70 @@ async fn tenancy_and_sub_id_restriction() {
     let a = server.client("a", None).await;
     let b = server.client("b", None).await;
     let a_sub = server.client("a", Some("north")).await;
-    let id = create(&a, json!({"business_name": "A1"})).await["id"].as_i64().expect("id");
+    let id = create(&a, json!({"business_name": "A1"})).await["id"]
+        .as_i64()
+        .expect("id");
     let north = create(&a_sub, json!({"business_name": "N1"})).await;
     assert_eq!(north["partner_sub_id"], "north");
 
-    assert_eq!(b.get(&format!("/api/v2/businesses/{id}/")).await.expect("get").status, 404);
-    let put = b.put(&format!("/api/v2/businesses/{id}/"), &json!({"business_name": "stolen"})).await.expect("put");
+    assert_eq!(
+        b.get(&format!("/api/v2/businesses/{id}/"))
+            .await
+            .expect("get")
+            .status,
+        404
+    );
+    let put = b
+        .put(
+            &format!("/api/v2/businesses/{id}/"),
+            &json!({"business_name": "stolen"}),
+        )
+        .await
+        .expect("put");
     assert_eq!(put.status, 404);
-    assert_eq!(b.get("/api/v2/businesses/").await.expect("list").body["meta"]["total_count"], 0);
-    assert_eq!(a.get(&format!("/api/v2/businesses/{id}/")).await.expect("get").body["business_name"], "A1");
+    assert_eq!(
+        b.get("/api/v2/businesses/").await.expect("list").body["meta"]["total_count"],
+        0
+    );
+    assert_eq!(
+        a.get(&format!("/api/v2/businesses/{id}/"))
+            .await
+            .expect("get")
+            .body["business_name"],
+        "A1"
+    );
 
     // The restricted key sees only its sub id's businesses.
-    assert_eq!(a_sub.get(&format!("/api/v2/businesses/{id}/")).await.expect("get").status, 404);
+    assert_eq!(
+        a_sub
+            .get(&format!("/api/v2/businesses/{id}/"))
+            .await
+            .expect("get")
+            .status,
+        404
+    );
     let listed = a_sub.get("/api/v2/businesses/").await.expect("list");
     assert_eq!(listed.body["meta"]["total_count"], 1);
     assert_eq!(listed.body["objects"][0]["business_name"], "N1");
-    assert_eq!(a_sub.get("/api/v2/businesses/?partner_sub_id=south").await.expect("list").body["meta"]["total_count"], 0);
-    assert_eq!(a.get("/api/v2/businesses/").await.expect("list").body["meta"]["total_count"], 2);
-    let moved = a_sub.post("/api/v2/businesses/", &json!({"business_name": "x", "partner_sub_id": "south"})).await.expect("post");
+    assert_eq!(
+        a_sub
+            .get("/api/v2/businesses/?partner_sub_id=south")
+            .await
+            .expect("list")
+            .body["meta"]["total_count"],
+        0
+    );
+    assert_eq!(
+        a.get("/api/v2/businesses/").await.expect("list").body["meta"]["total_count"],
+        2
+    );
+    let moved = a_sub
+        .post(
+            "/api/v2/businesses/",
+            &json!({"business_name": "x", "partner_sub_id": "south"}),
+        )
+        .await
+        .expect("post");
     assert_eq!(moved.status, 400);
 }
 
@@ -164,43 +283,110 @@ async fn tenancy_and_sub_id_restriction() {
 async fn bad_input_gets_a_clear_400_and_changes_nothing() {
     let server = Server::start().await;
     let client = server.client("agency", None).await;
-    let id = create(&client, json!({"business_name": "Keep"})).await["id"].as_i64().expect("id");
+    let id = create(&client, json!({"business_name": "Keep"})).await["id"]
+        .as_i64()
+        .expect("id");
     let path = format!("/api/v2/businesses/{id}/");
     let bodies: Vec<(&str, Vec<u8>, &str)> = vec![
         ("POST", b"{not json".to_vec(), "__all__"),
         ("POST", b"[1, 2]".to_vec(), "__all__"),
         ("POST", b"\"a string\"".to_vec(), "__all__"),
         ("POST", b"{\"business_name\": 5}".to_vec(), "business_name"),
-        ("POST", b"{\"business_name\": \"\"}".to_vec(), "business_name"),
-        ("POST", b"{\"business_name\": \"   \"}".to_vec(), "business_name"),
-        ("POST", format!("{{\"business_name\": \"{}\"}}", "x".repeat(256)).into_bytes(), "business_name"),
-        ("POST", b"{\"business_name\": \"ok\", \"category_id\": \"abc\"}".to_vec(), "category_id"),
-        ("POST", b"{\"business_name\": \"ok\", \"logo_image_id\": 12345}".to_vec(), "logo_image_id"),
+        (
+            "POST",
+            b"{\"business_name\": \"\"}".to_vec(),
+            "business_name",
+        ),
+        (
+            "POST",
+            b"{\"business_name\": \"   \"}".to_vec(),
+            "business_name",
+        ),
+        (
+            "POST",
+            format!("{{\"business_name\": \"{}\"}}", "x".repeat(256)).into_bytes(),
+            "business_name",
+        ),
+        (
+            "POST",
+            b"{\"business_name\": \"ok\", \"category_id\": \"abc\"}".to_vec(),
+            "category_id",
+        ),
+        (
+            "POST",
+            b"{\"business_name\": \"ok\", \"logo_image_id\": 12345}".to_vec(),
+            "logo_image_id",
+        ),
         ("POST", b"\xff\xfe\x00garbage".to_vec(), "__all__"),
         ("PUT", format!("{{\"id\": {}}}", id + 1).into_bytes(), "id"),
         ("PUT", b"{\"deleted\": \"perhaps\"}".to_vec(), "deleted"),
-        ("PUT", b"{\"business_name\": null}".to_vec(), "business_name"),
+        (
+            "PUT",
+            b"{\"business_name\": null}".to_vec(),
+            "business_name",
+        ),
     ];
     for (method, body, field) in bodies {
-        let target = if method == "POST" { "/api/v2/businesses/" } else { path.as_str() };
-        let reply = client.send(method, target, Some(body.clone())).await.expect("send");
-        assert_eq!(reply.status, 400, "{method} {}", String::from_utf8_lossy(&body));
-        assert!(reply.body.get(field).is_some(), "{field} missing in {}", reply.body);
+        let target = if method == "POST" {
+            "/api/v2/businesses/"
+        } else {
+            path.as_str()
+        };
+        let reply = client
+            .send(method, target, Some(body.clone()))
+            .await
+            .expect("send");
+        assert_eq!(
+            reply.status,
+            400,
+            "{method} {}",
+            String::from_utf8_lossy(&body)
+        );
+        assert!(
+            reply.body.get(field).is_some(),
+            "{field} missing in {}",
+            reply.body
+        );
     }
     for query in [
-        "order_by=name", "added__date=2024-02-30", "added__date=yesterday", "deleted=maybe",
-        "limit=-1", "limit=1.5", "limit=ten", "offset=-5", "offset=0.5",
+        "order_by=name",
+        "added__date=2024-02-30",
+        "added__date=yesterday",
+        "deleted=maybe",
+        "limit=-1",
+        "limit=1.5",
+        "limit=ten",
+        "offset=-5",
+        "offset=0.5",
     ] {
-        let reply = client.get(&format!("/api/v2/businesses/?{query}")).await.expect("list");
+        let reply = client
+            .get(&format!("/api/v2/businesses/?{query}"))
+            .await
+            .expect("list");
         assert_eq!(reply.status, 400, "{query}: {}", reply.body);
     }
     for bad_id in ["abc", "1.5", "-3", "99999999999999999999999"] {
-        let reply = client.get(&format!("/api/v2/businesses/{bad_id}/")).await.expect("get");
+        let reply = client
+            .get(&format!("/api/v2/businesses/{bad_id}/"))
+            .await
+            .expect("get");
         assert_eq!(reply.status, 400, "{bad_id}");
-        assert!(reply.body["id"][0].as_str().is_some_and(|m| m.contains("not a valid id")));
+        assert!(reply.body["id"][0]
+            .as_str()
+            .is_some_and(|m| m.contains("not a valid id")));
     }
-    assert_eq!(client.get("/api/v2/businesses/424242/").await.expect("get").status, 404);
-    assert_eq!(client.get("/api/v2/nothing/").await.expect("get").status, 404);
+    assert_eq!(
+        client
+            .get("/api/v2/businesses/424242/")
+            .await
+            .expect("get")
+            .status,
+        404
+    );
+    assert_eq!(
+        client.get("/api/v2/nothing/").await.expect("get").status,
+        404
+    );
 
     // 10 MB body: 413 before it is read whole.
     let big = vec![b' '; 10 * 1024 * 1024];
@@ -217,8 +403,16 @@ async fn bad_input_gets_a_clear_400_and_changes_nothing() {
 async fn authentication_failures_are_401() {
     let server = Server::start().await;
     let client = server.client("agency", None).await;
-    let account = server.store.ensure_account("agency").await.expect("account");
-    let key = server.store.create_key(NewKey::generate(account.id, None, None, SystemClock.now())).await.expect("key");
+    let account = server
+        .store
+        .ensure_account("agency")
+        .await
+        .expect("account");
+    let key = server
+        .store
+        .create_key(NewKey::generate(account.id, None, None, SystemClock.now()))
+        .await
+        .expect("key");
     let url = format!("{}/api/v2/businesses/", server.base);
     let now = SystemClock.now();
     let signed = |secret: &str, timestamp: i64, nonce: &str| {
@@ -228,8 +422,22 @@ async fn authentication_failures_are_401() {
         ("no header", None),
         ("garbage", Some("Bearer nonsense".into())),
         ("wrong secret", Some(signed("wrong", now, "n1"))),
-        ("ten minutes old", Some(signed(&key.secret, now - 600, "n2"))),
-        ("unknown key", Some(oauth1::authorization_header("GET", &url, &[], "nokey", "x", now, "n3"))),
+        (
+            "ten minutes old",
+            Some(signed(&key.secret, now - 600, "n2")),
+        ),
+        (
+            "unknown key",
+            Some(oauth1::authorization_header(
+                "GET",
+                &url,
+                &[],
+                "nokey",
+                "x",
+                now,
+                "n3",
+            )),
+        ),
     ];
     for (what, header) in cases {
         let mut request = server.raw().get(&url);
@@ -238,29 +446,68 @@ async fn authentication_failures_are_401() {
         }
         let reply = request.send().await.expect("send");
         assert_eq!(reply.status(), 401, "{what}");
-        let body: Value = serde_json::from_slice(&reply.bytes().await.expect("body")).expect("json");
+        let body: Value =
+            serde_json::from_slice(&reply.bytes().await.expect("body")).expect("json");
         assert!(body["error"].is_string(), "{what}: {body}");
     }
     // A replayed nonce.
     let header = signed(&key.secret, now, "once");
-    let first = server.raw().get(&url).header("authorization", &header).send().await.expect("send");
+    let first = server
+        .raw()
+        .get(&url)
+        .header("authorization", &header)
+        .send()
+        .await
+        .expect("send");
     assert_eq!(first.status(), 200);
-    let again = server.raw().get(&url).header("authorization", &header).send().await.expect("send");
+    let again = server
+        .raw()
+        .get(&url)
+        .header("authorization", &header)
+        .send()
+        .await
+        .expect("send");
     assert_eq!(again.status(), 401);
     // Query-string form works too.
-    let query = sitehost::auth::oauth1::authorization_header("GET", &url, &[], &key.key, &key.secret, now, "q1");
+    let query = sitehost::auth::oauth1::authorization_header(
+        "GET",
+        &url,
+        &[],
+        &key.key,
+        &key.secret,
+        now,
+        "q1",
+    );
     let params: Vec<String> = oauth1::parse_authorization(&query)
         .expect("params")
         .iter()
         .map(|(n, v)| format!("{}={}", oauth1::encode(n), oauth1::encode(v)))
         .collect();
-    let reply = server.raw().get(format!("{url}?{}", params.join("&"))).send().await.expect("send");
+    let reply = server
+        .raw()
+        .get(format!("{url}?{}", params.join("&")))
+        .send()
+        .await
+        .expect("send");
     assert_eq!(reply.status(), 200);
     // A revoked key stops working at once.
     server.store.revoke_key(&key.key).await.expect("revoke");
-    let revoked = server.raw().get(&url).header("authorization", signed(&key.secret, now, "n4")).send().await.expect("send");
+    let revoked = server
+        .raw()
+        .get(&url)
+        .header("authorization", signed(&key.secret, now, "n4"))
+        .send()
+        .await
+        .expect("send");
     assert_eq!(revoked.status(), 401);
-    assert_eq!(client.get("/api/v2/businesses/").await.expect("list").status, 200);
+    assert_eq!(
+        client
+            .get("/api/v2/businesses/")
+            .await
+            .expect("list")
+            .status,
+        200
+    );
 }
 
 #[tokio::test]
@@ -270,7 +517,9 @@ async fn concurrent_creates_get_distinct_ids() {
     let tasks: Vec<_> = (0..50)
         .map(|i| {
             let client = client.clone();
-            tokio::spawn(async move { create(&client, json!({"business_name": format!("b{i}")})).await["id"].as_i64() })
+            tokio::spawn(async move {
+                create(&client, json!({"business_name": format!("b{i}")})).await["id"].as_i64()
+            })
         })
         .collect();
     let mut ids = Vec::new();
@@ -280,5 +529,8 @@ async fn concurrent_creates_get_distinct_ids() {
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), 50);
-    assert_eq!(client.get("/api/v2/businesses/").await.expect("list").body["meta"]["total_count"], 50);
+    assert_eq!(
+        client.get("/api/v2/businesses/").await.expect("list").body["meta"]["total_count"],
+        50
+    );
 }
