@@ -113,6 +113,9 @@ pub struct Route {
     pub id: Option<i64>,
 }
 
+/// Which operation a method selects on one path.
+type MethodRoute = (Method, Operation);
+
 /// Maps method and path to an operation. The trailing slash is optional.
 pub fn route(method: &Method, path: &str) -> Result<Route> {
     let not_found = || ApiError::NotFound(format!("no resource at {path}"));
@@ -124,7 +127,7 @@ pub fn route(method: &Method, path: &str) -> Result<Route> {
     if segments.next().is_some() {
         return Err(not_found());
     }
-    let (collection, detail): (&[(Method, Operation)], &[(Method, Operation)]) = match resource {
+    let (collection, detail): (&[MethodRoute], &[MethodRoute]) = match resource {
         "businesses" => (
             &[
                 (Method::GET, Operation::BusinessList),

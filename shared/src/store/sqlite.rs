@@ -384,7 +384,10 @@ impl KeyStore for SqliteStore {
         now: i64,
         expires_at: i64,
     ) -> Result<bool> {
-        let sweep = self.nonces_recorded.fetch_add(1, Ordering::Relaxed) % NONCE_SWEEP_EVERY == 0;
+        let sweep = self
+            .nonces_recorded
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(NONCE_SWEEP_EVERY);
         self.write(|tx| {
             if sweep {
                 tx.execute("DELETE FROM nonces WHERE expires_at < ?1", params![now])
