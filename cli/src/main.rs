@@ -11,7 +11,7 @@ use sitehost::auth::{ApiKey, NewKey};
 use sitehost::clock::{format_timestamp, Clock, SystemClock};
 use sitehost::config::{Config, StoreKind};
 use sitehost::http::App;
-use sitehost::store::SharedStore;
+use sitehost::store::{SharedStore, Stores};
 
 #[derive(Parser)]
 #[command(
@@ -34,6 +34,9 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Runs the upload pipeline on a local file, writes its variants to OUTDIR and prints
+    /// the time of each stage (the image benchmark).
+    Variants { file: PathBuf, outdir: PathBuf },
     /// Manages API keys.
     Keys {
         #[command(subcommand)]
@@ -114,12 +117,16 @@ impl StoreArgs {
         Ok(config)
     }
 
-    async fn open(&self) -> Result<(Config, SharedStore), String> {
+    async fn open(&self) -> Result<(Config, Stores), String> {
         let config = self.config()?;
-        let store = sitehost::store::open(&config)
+        let stores = sitehost::store::open(&config)
             .await
             .map_err(|e| e.to_string())?;
-        Ok((config, store))
+        Ok((config, stores))
+    }
+
+    async fn records(&self) -> Result<SharedStore, String> {
+        Ok(self.open().await?.1.records)
     }
 }
 
@@ -153,14 +160,15 @@ async fn create_key(
 }
 
 async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
-    let (config, store) = store_args.open().await?;
+    let (config, stores) = store_args.open().await?;
+    let store = &stores.records;
     if store
         .list_keys()
         .await
         .map_err(|e| e.to_string())?
         .is_empty()
     {
-        let key = create_key(&store, "default", None, None).await?;
+        let key = create_key(store, "default", None, None).await?;
         println!("No API key existed, so one was created (shown only this once):");
         println!("  key:    {}", key.key);
         println!("  secret: {}", key.secret);
@@ -170,7 +178,7 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     println!("sitehost listening on http://{local}/api/v2/");
-    let app = Arc::new(App::new(store, config));
+    let app = Arc::new(App::new(stores, config).map_err(|e| e.to_string())?);
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -178,9 +186,33 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
     Ok(())
 }
 
+fn variants(file: &std::path::Path, outdir: &std::path::Path) -> Result<(), String> {
+    use sitehost::image::pipeline::{process_file_timed, write_variants};
+    let limits = Config::from_env("embedded").map_err(|e| e.to_string())?.image_limits;
+    let processed = process_file_timed(file, &limits).map_err(|e| match e {
+        sitehost::ApiError::Validation(fields) => format!("{}: {fields:?}", file.display()),
+        other => other.to_string(),
+    })?;
+    let paths = write_variants(&processed, outdir).map_err(|e| e.to_string())?;
+    println!("{} {}x{} ({})", processed.format.name(), processed.width, processed.height, processed.mimetype);
+    for (variant, path) in processed.variants.iter().zip(&paths) {
+        println!(
+            "  {:<9} {:>4}x{:<4} {:>9} bytes  {}",
+            variant.name,
+            variant.width,
+            variant.height,
+            variant.bytes.len(),
+            path.display()
+        );
+    }
+    println!("{}", processed.timings);
+    Ok(())
+}
+
 async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Serve { addr, store } => serve(addr, store).await,
+        Command::Variants { file, outdir } => variants(&file, &outdir),
         Command::Keys { command } => match command {
             KeysCommand::Create {
                 account,
@@ -189,7 +221,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 json,
                 store,
             } => {
-                let (_, store) = store.open().await?;
+                let store = store.records().await?;
                 let key = create_key(&store, &account, sub_id, user_id).await?;
                 if json {
                     println!("{}", key_json(&key, true));
@@ -202,7 +234,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 Ok(())
             }
             KeysCommand::List { json, store } => {
-                let (_, store) = store.open().await?;
+                let store = store.records().await?;
                 let keys = store.list_keys().await.map_err(|e| e.to_string())?;
                 if json {
                     let list: Vec<_> = keys.iter().map(|k| key_json(k, false)).collect();
@@ -222,7 +254,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 Ok(())
             }
             KeysCommand::Revoke { key, store } => {
-                let (_, store) = store.open().await?;
+                let store = store.records().await?;
                 if store.revoke_key(&key).await.map_err(|e| e.to_string())? {
                     println!("revoked {key}");
                     Ok(())

@@ -26,6 +26,25 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Ids handed out per DynamoDB counter update.
     pub id_block: u32,
+    /// S3 bucket of upload files (DynamoDB deployments); the embedded store keeps files in
+    /// its data directory.
+    pub bucket: Option<String>,
+    /// Largest decoded base64 upload (413 beyond): what a 6 MB Lambda request leaves.
+    pub upload_max_bytes: usize,
+    /// Pixel and side limits, checked from the header before decoding.
+    pub image_limits: crate::image::pipeline::Limits,
+    /// External URL fetching: size cap, timeouts, the test-only allowlist.
+    pub fetch: crate::image::fetch::FetchConfig,
+}
+
+pub const DEFAULT_UPLOAD_MAX_BYTES: usize = 4_718_592;
+
+fn image_limits_from_env() -> Result<crate::image::pipeline::Limits> {
+    let defaults = crate::image::pipeline::Limits::default();
+    Ok(crate::image::pipeline::Limits {
+        max_pixels: parse_number("SITEHOST_MAX_PIXELS", defaults.max_pixels)?,
+        max_side: parse_number("SITEHOST_MAX_SIDE", defaults.max_side)?,
+    })
 }
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
@@ -78,6 +97,10 @@ impl Config {
             default_scheme: var("SITEHOST_DEFAULT_SCHEME").unwrap_or_else(|| "https".into()),
             max_body_bytes: parse_number("SITEHOST_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?,
             id_block: parse_number("SITEHOST_ID_BLOCK", 1)?,
+            bucket: var("SITEHOST_BUCKET"),
+            upload_max_bytes: parse_number("SITEHOST_UPLOAD_MAX_BYTES", DEFAULT_UPLOAD_MAX_BYTES)?,
+            image_limits: image_limits_from_env()?,
+            fetch: crate::image::fetch::FetchConfig::from_env()?,
         })
     }
 
@@ -89,6 +112,10 @@ impl Config {
             default_scheme: "http".into(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             id_block: 1,
+            bucket: None,
+            upload_max_bytes: DEFAULT_UPLOAD_MAX_BYTES,
+            image_limits: crate::image::pipeline::Limits::default(),
+            fetch: crate::image::fetch::FetchConfig::default(),
         }
     }
 }

@@ -9,8 +9,7 @@ use sitehost::client::PartnerClient;
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::http::App;
-use sitehost::store::sqlite::SqliteStore;
-use sitehost::store::SharedStore;
+use sitehost::store::{SharedStore, Stores};
 
 struct Server {
     base: String,
@@ -21,11 +20,9 @@ struct Server {
 impl Server {
     async fn start() -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store: SharedStore = Arc::new(SqliteStore::open(dir.path()).expect("store"));
-        let app = Arc::new(App::new(
-            Arc::clone(&store),
-            Config::embedded(dir.path().into()),
-        ));
+        let stores = Stores::embedded(dir.path()).expect("stores");
+        let store = Arc::clone(&stores.records);
+        let app = Arc::new(App::new(stores, Config::embedded(dir.path().into())).expect("app"));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

@@ -13,8 +13,7 @@ use sitehost::auth::{oauth1, NewKey};
 use sitehost::clock::FixedClock;
 use sitehost::config::Config;
 use sitehost::http::{lambda, App, Operation};
-use sitehost::store::sqlite::SqliteStore;
-use sitehost::store::SharedStore;
+use sitehost::store::Stores;
 
 const KEY: &str = "eventsfixturekey0001";
 const SECRET: &str = "eventsfixturesecret000000000000000000001";
@@ -148,7 +147,8 @@ fn event_json(case: &Case, nonce: &str) -> Value {
 
 async fn fixture_app() -> (App, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store: SharedStore = Arc::new(SqliteStore::open(dir.path()).expect("store"));
+    let stores = Stores::embedded(dir.path()).expect("stores");
+    let store = Arc::clone(&stores.records);
     let account = store.ensure_account("events").await.expect("account");
     store
         .create_key(NewKey {
@@ -176,7 +176,9 @@ async fn fixture_app() -> (App, tempfile::TempDir) {
     let mut config = Config::embedded(dir.path().into());
     config.default_scheme = "https".into();
     (
-        App::new(store, config).with_clock(Arc::new(FixedClock(SIGNED_AT + 5))),
+        App::new(stores, config)
+            .expect("app")
+            .with_clock(Arc::new(FixedClock(SIGNED_AT + 5))),
         dir,
     )
 }

@@ -9,21 +9,31 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::http::{allowed_methods, route, ApiRequest, ApiResponse, Operation, Route};
-use crate::store::SharedStore;
+use crate::image::fetch::Fetcher;
+use crate::image::handlers as image;
+use crate::store::files::{LocalFiles, SharedFiles};
+use crate::store::{SharedStore, Stores};
 
 pub struct App {
     pub store: SharedStore,
+    pub files: SharedFiles,
+    /// Present when `sitehost serve` is the frontend host for locally stored files.
+    pub local_files: Option<Arc<LocalFiles>>,
+    pub fetcher: Fetcher,
     pub clock: Arc<dyn Clock>,
     pub config: Config,
 }
 
 impl App {
-    pub fn new(store: SharedStore, config: Config) -> Self {
-        App {
-            store,
+    pub fn new(stores: Stores, config: Config) -> Result<Self> {
+        Ok(App {
+            store: stores.records,
+            files: stores.files,
+            local_files: stores.local_files,
+            fetcher: Fetcher::new(config.fetch.clone())?,
             clock: Arc::new(SystemClock),
             config,
-        }
+        })
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -129,9 +139,9 @@ impl App {
             Operation::BusinessGet => business::get(self, caller, id()?).await,
             Operation::BusinessCreate => business::create(self, caller, &req.body).await,
             Operation::BusinessUpdate => business::update(self, caller, id()?, &req.body).await,
-            Operation::ImageList | Operation::ImageGet | Operation::ImageUpload => {
-                Err(ApiError::NotFound("images are not available yet".into()))
-            }
+            Operation::ImageList => image::list(self, caller, params).await,
+            Operation::ImageGet => image::get(self, caller, id()?).await,
+            Operation::ImageUpload => image::upload(self, caller, &req.body).await,
         }
     }
 }

@@ -61,6 +61,6 @@ pub async fn run(app: Arc<App>, operation: Operation) -> Result<(), lambda_http:
 pub async fn start(operation: Operation) -> Result<(), lambda_http::Error> {
     crate::telemetry::init_lambda();
     let config = crate::config::Config::from_env("dynamodb")?;
-    let store = crate::store::open(&config).await?;
-    run(Arc::new(App::new(store, config)), operation).await
+    let stores = crate::store::open(&config).await?;
+    run(Arc::new(App::new(stores, config)?), operation).await
 }

@@ -16,7 +16,30 @@ use tokio::net::TcpListener;
 use crate::error::ApiError;
 use crate::http::{ApiRequest, ApiResponse, App};
 
+/// A stored file, when `sitehost serve` is the frontend host: `GET /img/upload/x.jpg`.
+async fn serve_file(app: &App, method: &http::Method, path: &str) -> Option<ApiResponse> {
+    let files = app.local_files.as_ref()?;
+    if path.starts_with("/api/") || !(method == http::Method::GET || method == http::Method::HEAD) {
+        return None;
+    }
+    let decoded = percent_encoding::percent_decode_str(path).decode_utf8().ok()?;
+    Some(match files.read(&decoded).await {
+        Some((bytes, content_type)) => ApiResponse {
+            status: StatusCode::OK,
+            headers: vec![
+                ("content-type", content_type.to_string()),
+                ("cache-control", crate::store::files::CACHE_CONTROL.to_string()),
+            ],
+            body: if method == http::Method::HEAD { Bytes::new() } else { bytes },
+        },
+        None => ApiResponse::error(&ApiError::NotFound(format!("no file at {path}"))),
+    })
+}
+
 async fn serve_one(app: &App, req: Request<Incoming>) -> ApiResponse {
+    if let Some(response) = serve_file(app, req.method(), req.uri().path()).await {
+        return response;
+    }
     let (parts, body) = req.into_parts();
     // Read at most one byte past the limit, so a huge body is refused without buffering it.
     let body = match Limited::new(body, app.config.max_body_bytes)

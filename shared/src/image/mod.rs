@@ -4,6 +4,11 @@
 use serde_json::{json, Map, Value};
 
 use crate::clock::format_timestamp;
+
+pub mod fetch;
+pub mod handlers;
+pub mod pipeline;
+pub mod upload;
 use crate::store::scope::{all_scopes, scope_name, Term};
 
 /// The variants every upload gets, longest side in pixels, largest first.

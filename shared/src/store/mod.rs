@@ -12,6 +12,8 @@ use crate::error::Result;
 use crate::image::{Image, ImageQuery, NewImage};
 
 pub mod dynamo;
+pub mod files;
+pub mod s3;
 pub mod scope;
 pub mod sqlite;
 
@@ -89,18 +91,57 @@ impl<T: KeyStore + BusinessStore + ImageStore> Store for T {}
 
 pub type SharedStore = Arc<dyn Store>;
 
-/// Opens the store a configuration names. Builds clients only: no network I/O, so it is
+/// The record store and the file store of one deployment.
+#[derive(Clone)]
+pub struct Stores {
+    pub records: SharedStore,
+    pub files: files::SharedFiles,
+    /// Set when files are local, so `sitehost serve` can act as the frontend host.
+    pub local_files: Option<Arc<files::LocalFiles>>,
+}
+
+impl Stores {
+    /// SQLite and files under one data directory.
+    pub fn embedded(data_dir: &std::path::Path) -> Result<Stores> {
+        let local = Arc::new(files::LocalFiles::open(data_dir)?);
+        Ok(Stores {
+            records: Arc::new(sqlite::SqliteStore::open(data_dir)?),
+            files: local.clone(),
+            local_files: Some(local),
+        })
+    }
+}
+
+/// A file store for deployments without a bucket (functions that never write files).
+struct NoBucket;
+
+#[async_trait]
+impl files::FileStore for NoBucket {
+    async fn put(&self, _path: &str, _bytes: bytes::Bytes, _content_type: &str) -> Result<()> {
+        Err(crate::error::ApiError::internal("SITEHOST_BUCKET is not set"))
+    }
+
+    async fn delete(&self, _path: &str) -> Result<()> {
+        Err(crate::error::ApiError::internal("SITEHOST_BUCKET is not set"))
+    }
+}
+
+/// Opens the stores a configuration names. Builds clients only: no network I/O, so it is
 /// fit for a Lambda cold start.
-pub async fn open(config: &crate::config::Config) -> Result<SharedStore> {
+pub async fn open(config: &crate::config::Config) -> Result<Stores> {
     match &config.store {
-        crate::config::StoreKind::Embedded { data_dir } => {
-            Ok(Arc::new(sqlite::SqliteStore::open(data_dir)?))
-        }
+        crate::config::StoreKind::Embedded { data_dir } => Stores::embedded(data_dir),
         crate::config::StoreKind::DynamoDb { table } => {
-            let _ = table;
-            Err(crate::error::ApiError::internal(
-                "the DynamoDB store is not built yet",
-            ))
+            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let records: SharedStore = Arc::new(
+                dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), table.clone())
+                    .with_id_block(config.id_block),
+            );
+            let files: files::SharedFiles = match &config.bucket {
+                Some(bucket) => Arc::new(s3::S3Files::new(aws_sdk_s3::Client::new(&aws), bucket.clone())),
+                None => Arc::new(NoBucket),
+            };
+            Ok(Stores { records, files, local_files: None })
         }
     }
 }

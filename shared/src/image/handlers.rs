@@ -1,0 +1,71 @@
+//! The image endpoints.
+
+use http::StatusCode;
+
+use super::{Image, ImageFilter, ImageQuery};
+use crate::auth::Caller;
+use crate::error::{ApiError, FieldErrors, Result};
+use crate::http::listing::{envelope, Paging};
+use crate::http::{ApiResponse, App};
+
+const LIST_PATH: &str = "/api/v2/images/";
+
+fn parse_query(params: &[(String, String)]) -> Result<ImageQuery> {
+    let paging = Paging::parse(params)?;
+    let mut fields = FieldErrors::default();
+    let mut filter = ImageFilter::default();
+    let mut descending = false;
+    for (name, value) in params {
+        let id = || crate::validate::parse_id(value);
+        match name.as_str() {
+            "site_id" => match id() {
+                Some(site) => filter.site_id = Some(site),
+                None => fields.add("site_id", format!("'{value}' is not a positive integer.")),
+            },
+            "business_id" => match id() {
+                Some(business) => filter.business_id = Some(business),
+                None => fields.add("business_id", format!("'{value}' is not a positive integer.")),
+            },
+            "order_by" => match value.as_str() {
+                "id" => descending = false,
+                "-id" => descending = true,
+                _ => fields.add("order_by", format!("'{value}' is not an allowed ordering; use id or -id")),
+            },
+            _ => {}
+        }
+    }
+    fields.into_result()?;
+    Ok(ImageQuery { filter, descending, limit: paging.limit, offset: paging.offset })
+}
+
+pub async fn list(app: &App, caller: &Caller, params: &[(String, String)]) -> Result<ApiResponse> {
+    let query = parse_query(params)?;
+    let page = app.store.list_images(caller.account_id, &query).await?;
+    let objects = page.items.iter().map(Image::to_json).collect();
+    let paging = Paging { limit: query.limit, offset: query.offset };
+    Ok(ApiResponse::json(StatusCode::OK, &envelope(LIST_PATH, params, paging, page.total_count, objects)))
+}
+
+pub async fn get(app: &App, caller: &Caller, id: i64) -> Result<ApiResponse> {
+    let image = app
+        .store
+        .get_image(caller.account_id, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no image with id {id}")))?;
+    Ok(ApiResponse::json(StatusCode::OK, &image.to_json()))
+}
+
+pub async fn upload(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiResponse> {
+    let (image, processed) = super::upload::upload(app, caller, body).await?;
+    tracing::info!(
+        image_id = image.id,
+        account_id = caller.account_id,
+        mimetype = %image.mimetype,
+        width = image.width,
+        height = image.height,
+        decode_ms = processed.timings.decode.as_millis() as u64,
+        total_ms = processed.timings.total.as_millis() as u64,
+        "image stored"
+    );
+    Ok(ApiResponse::json(StatusCode::CREATED, &image.to_json()).with_header("location", image.resource_uri()))
+}

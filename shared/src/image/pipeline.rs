@@ -1,0 +1,332 @@
+//! The upload image pipeline: detect the type from the bytes, check the header dimensions
+//! against the limits before decoding, decode once, turn upright (EXIF orientation), make
+//! the five variants by cascaded Lanczos3 downsampling and encode them in parallel in the
+//! original's format, without metadata.
+//!
+//! All of it is synchronous CPU work: call it from `tokio::task::spawn_blocking`. The
+//! original upload is never modified; the caller stores its own bytes as they came.
+
+mod codec;
+mod resize;
+mod sniff;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use crate::error::{ApiError, Result};
+
+/// The variants every upload gets: name and the box its longest side is fitted into,
+/// largest first.
+pub const VARIANT_BOXES: [(&str, u32); 5] = [
+    ("big", 2048),
+    ("large", 1024),
+    ("medium", 640),
+    ("small", 320),
+    ("thumbnail", 150),
+];
+
+/// The form field that validation errors are reported under.
+const FIELD: &str = "upload";
+
+/// Listed in every "wrong type" message.
+const ACCEPTED: &str = "JPEG, PNG, GIF, WebP";
+
+fn bad_upload(message: impl Into<String>) -> ApiError {
+    ApiError::field(FIELD, message)
+}
+
+/// The accepted formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ImageFormat {
+    Jpeg,
+    Png,
+    Gif,
+    WebP,
+}
+
+impl ImageFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageFormat::Jpeg => "JPEG",
+            ImageFormat::Png => "PNG",
+            ImageFormat::Gif => "GIF",
+            ImageFormat::WebP => "WebP",
+        }
+    }
+
+    pub fn mimetype(self) -> &'static str {
+        match self {
+            ImageFormat::Jpeg => "image/jpeg",
+            ImageFormat::Png => "image/png",
+            ImageFormat::Gif => "image/gif",
+            ImageFormat::WebP => "image/webp",
+        }
+    }
+
+    /// File extension without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            ImageFormat::Jpeg => "jpg",
+            ImageFormat::Png => "png",
+            ImageFormat::Gif => "gif",
+            ImageFormat::WebP => "webp",
+        }
+    }
+}
+
+impl fmt::Display for ImageFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Size limits, checked against the header before any pixel is decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most pixels (width x height) an image may have.
+    pub max_pixels: u64,
+    /// Most pixels along either side.
+    pub max_side: u32,
+}
+
+impl Default for Limits {
+    /// 50 megapixels and 16,384 pixels a side.
+    fn default() -> Self {
+        Limits {
+            max_pixels: 50_000_000,
+            max_side: 16_384,
+        }
+    }
+}
+
+impl Limits {
+    /// 413 if the declared size is over the limits.
+    fn check(&self, width: u32, height: u32) -> Result<()> {
+        if width > self.max_side || height > self.max_side {
+            return Err(ApiError::TooLarge(format!(
+                "the image is {width}x{height} pixels; at most {} pixels a side are accepted",
+                self.max_side
+            )));
+        }
+        let pixels = u64::from(width) * u64::from(height);
+        if pixels > self.max_pixels {
+            return Err(ApiError::TooLarge(format!(
+                "the image is {width}x{height} pixels ({:.1} megapixels); at most {} megapixels are accepted",
+                pixels as f64 / 1e6,
+                self.max_pixels as f64 / 1e6
+            )));
+        }
+        Ok(())
+    }
+
+    /// Memory limits for the `image` decoders, as a second line of defence: the largest
+    /// allowed image at 16-bit RGBA (8 bytes a pixel), and at least 64 MiB for small limits.
+    fn decoder_limits(&self) -> ::image::Limits {
+        let mut limits = ::image::Limits::default();
+        limits.max_image_width = Some(self.max_side);
+        limits.max_image_height = Some(self.max_side);
+        limits.max_alloc = Some(self.max_pixels.saturating_mul(8).max(64 << 20));
+        limits
+    }
+}
+
+/// What the header says, without decoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    pub format: ImageFormat,
+    pub mimetype: &'static str,
+    pub extension: &'static str,
+    /// Upright size (after the EXIF orientation).
+    pub width: u32,
+    pub height: u32,
+    /// EXIF orientation, 1 (none) to 8.
+    pub orientation: u8,
+}
+
+/// One encoded variant.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Variant {
+    pub name: &'static str,
+    pub width: u32,
+    pub height: u32,
+    pub bytes: Vec<u8>,
+}
+
+impl fmt::Debug for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Variant")
+            .field("name", &self.name)
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// Wall time of each stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timings {
+    /// Reading the file (only `process_file_timed`).
+    pub read: Duration,
+    /// Header checks and decoding.
+    pub decode: Duration,
+    /// Downsampling and orientation.
+    pub resize: Duration,
+    /// Encoding all variants (in parallel).
+    pub encode: Duration,
+    pub total: Duration,
+}
+
+impl fmt::Display for Timings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        write!(
+            f,
+            "read {:.1} ms, decode {:.1} ms, resize {:.1} ms, encode {:.1} ms, total {:.1} ms",
+            ms(self.read),
+            ms(self.decode),
+            ms(self.resize),
+            ms(self.encode),
+            ms(self.total)
+        )
+    }
+}
+
+/// The result of processing an upload.
+#[derive(Debug, Clone)]
+pub struct Processed {
+    pub format: ImageFormat,
+    pub mimetype: &'static str,
+    pub extension: &'static str,
+    /// Upright size of the original.
+    pub width: u32,
+    pub height: u32,
+    /// In the order of [`VARIANT_BOXES`]: big, large, medium, small, thumbnail.
+    pub variants: Vec<Variant>,
+    pub timings: Timings,
+}
+
+/// Detects the type and reads the size from the header, checking the limits. Cheap: no
+/// pixel is decoded.
+pub fn inspect(bytes: &[u8], limits: &Limits) -> Result<ImageInfo> {
+    inspect_header(bytes, limits).map(|(_, info)| info)
+}
+
+fn inspect_header(bytes: &[u8], limits: &Limits) -> Result<(sniff::Header, ImageInfo)> {
+    let header = sniff::read_header(bytes)?;
+    limits.check(header.width, header.height)?;
+    let (width, height) = if resize::swaps_sides(header.orientation) {
+        (header.height, header.width)
+    } else {
+        (header.width, header.height)
+    };
+    let info = ImageInfo {
+        format: header.format,
+        mimetype: header.format.mimetype(),
+        extension: header.format.extension(),
+        width,
+        height,
+        orientation: header.orientation,
+    };
+    Ok((header, info))
+}
+
+/// The whole pipeline on an upload held in memory.
+pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
+    let start = Instant::now();
+    let (header, info) = inspect_header(bytes, limits)?;
+    let pixels = codec::decode(bytes, &header, limits)?;
+    let decoded = Instant::now();
+
+    // Sizes in upright terms, then in stored terms for resizing before rotating: rotating
+    // the small variants is much cheaper than rotating the full image.
+    let swap = resize::swaps_sides(info.orientation);
+    let mut distinct: Vec<(u32, u32)> = Vec::with_capacity(VARIANT_BOXES.len());
+    let mut which = Vec::with_capacity(VARIANT_BOXES.len());
+    for &(_, side) in &VARIANT_BOXES {
+        let (w, h) = resize::fit(info.width, info.height, side);
+        let stored = if swap { (h, w) } else { (w, h) };
+        // Images smaller than some boxes give equal consecutive sizes: make and encode once.
+        if distinct.last() != Some(&stored) {
+            distinct.push(stored);
+        }
+        which.push(distinct.len() - 1);
+    }
+    let made = resize::cascade(pixels, &distinct)?;
+    let upright: Vec<codec::Pixels> = made
+        .into_par_iter()
+        .map(|p| resize::orient(p, info.orientation))
+        .collect::<Result<_>>()?;
+    let resized = Instant::now();
+
+    let encoded: Vec<Vec<u8>> = upright
+        .par_iter()
+        .map(|p| codec::encode(p, info.format))
+        .collect::<Result<_>>()?;
+    let done = Instant::now();
+
+    let mut variants = Vec::with_capacity(VARIANT_BOXES.len());
+    for (&(name, side), &index) in VARIANT_BOXES.iter().zip(&which) {
+        let pixels = &upright[index];
+        if (pixels.width, pixels.height) != resize::fit(info.width, info.height, side) {
+            return Err(ApiError::internal(format!("variant {name} came out at the wrong size")));
+        }
+        variants.push(Variant {
+            name,
+            width: pixels.width,
+            height: pixels.height,
+            bytes: encoded[index].clone(),
+        });
+    }
+    Ok(Processed {
+        format: info.format,
+        mimetype: info.mimetype,
+        extension: info.extension,
+        width: info.width,
+        height: info.height,
+        variants,
+        timings: Timings {
+            read: Duration::ZERO,
+            decode: decoded - start,
+            resize: resized - decoded,
+            encode: done - resized,
+            total: done - start,
+        },
+    })
+}
+
+/// Benchmark entry (the `variants FILE OUTDIR` command): reads the file and processes it,
+/// with the read time in the timings.
+pub fn process_file_timed(path: &Path, limits: &Limits) -> Result<Processed> {
+    let start = Instant::now();
+    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ApiError::NotFound(path.display().to_string()),
+        _ => ApiError::internal(format!("reading {}: {e}", path.display())),
+    })?;
+    let read = start.elapsed();
+    let mut processed = process(&bytes, limits)?;
+    processed.timings.read = read;
+    processed.timings.total = start.elapsed();
+    Ok(processed)
+}
+
+/// Writes each variant as `DIR/NAME.EXT` (creating DIR) and returns the paths.
+pub fn write_variants(processed: &Processed, dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ApiError::internal(format!("creating {}: {e}", dir.display())))?;
+    processed
+        .variants
+        .iter()
+        .map(|v| {
+            let path = dir.join(format!("{}.{}", v.name, processed.extension));
+            std::fs::write(&path, &v.bytes)
+                .map_err(|e| ApiError::internal(format!("writing {}: {e}", path.display())))?;
+            Ok(path)
+        })
+        .collect()
+}

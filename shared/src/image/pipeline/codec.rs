@@ -1,0 +1,310 @@
+//! Decoding to 8-bit interleaved pixels and encoding variants in the original's format.
+
+use std::io::Cursor;
+
+use ::image::codecs::gif::GifEncoder;
+use ::image::codecs::png::{CompressionType, FilterType, PngEncoder};
+use ::image::{DynamicImage, ExtendedColorType, ImageEncoder, ImageError, ImageReader};
+use zune_jpeg::zune_core::bytestream::ZCursor;
+use zune_jpeg::zune_core::colorspace::ColorSpace;
+use zune_jpeg::zune_core::options::DecoderOptions;
+
+use super::sniff::Header;
+use super::{bad_upload, ImageFormat, Limits};
+use crate::error::{ApiError, Result};
+
+/// JPEG and lossy WebP quality of the variants (the same knob as `vips ...[Q=85]`).
+pub(super) const QUALITY: u8 = 85;
+
+/// GIF palette quantisation speed (1 best .. 30 fastest); 10 is gif's recommended trade-off.
+const GIF_SPEED: i32 = 10;
+
+/// Interleaved 8-bit channel layouts the pipeline works in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Layout {
+    L8,
+    La8,
+    Rgb8,
+    Rgba8,
+}
+
+impl Layout {
+    pub fn channels(self) -> usize {
+        match self {
+            Layout::L8 => 1,
+            Layout::La8 => 2,
+            Layout::Rgb8 => 3,
+            Layout::Rgba8 => 4,
+        }
+    }
+
+    pub fn color_type(self) -> ExtendedColorType {
+        match self {
+            Layout::L8 => ExtendedColorType::L8,
+            Layout::La8 => ExtendedColorType::La8,
+            Layout::Rgb8 => ExtendedColorType::Rgb8,
+            Layout::Rgba8 => ExtendedColorType::Rgba8,
+        }
+    }
+}
+
+/// A decoded or resized image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Pixels {
+    pub width: u32,
+    pub height: u32,
+    pub layout: Layout,
+    pub data: Vec<u8>,
+}
+
+impl Pixels {
+    pub fn from_dynamic(image: DynamicImage) -> Pixels {
+        let (width, height) = (image.width(), image.height());
+        let (layout, data) = match image {
+            DynamicImage::ImageLuma8(b) => (Layout::L8, b.into_raw()),
+            DynamicImage::ImageLumaA8(b) => (Layout::La8, b.into_raw()),
+            DynamicImage::ImageRgb8(b) => (Layout::Rgb8, b.into_raw()),
+            DynamicImage::ImageRgba8(b) => (Layout::Rgba8, b.into_raw()),
+            // 16-bit and float images are reduced to 8 bits, keeping alpha and grey.
+            other => match (other.color().has_alpha(), other.color().has_color()) {
+                (false, false) => (Layout::L8, other.into_luma8().into_raw()),
+                (true, false) => (Layout::La8, other.into_luma_alpha8().into_raw()),
+                (false, true) => (Layout::Rgb8, other.into_rgb8().into_raw()),
+                (true, true) => (Layout::Rgba8, other.into_rgba8().into_raw()),
+            },
+        };
+        Pixels {
+            width,
+            height,
+            layout,
+            data,
+        }
+    }
+
+    pub fn into_dynamic(self) -> Result<DynamicImage> {
+        let (w, h) = (self.width, self.height);
+        let bad = || ApiError::internal("pixel buffer does not match its dimensions");
+        Ok(match self.layout {
+            Layout::L8 => DynamicImage::ImageLuma8(::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?),
+            Layout::La8 => DynamicImage::ImageLumaA8(::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?),
+            Layout::Rgb8 => DynamicImage::ImageRgb8(::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?),
+            Layout::Rgba8 => DynamicImage::ImageRgba8(::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?),
+        })
+    }
+}
+
+/// Decodes the whole image once (the first frame of an animation), in stored orientation.
+/// The header has already been checked against the limits.
+pub(super) fn decode(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
+    let pixels = match header.format {
+        ImageFormat::Jpeg => decode_jpeg(bytes, limits)?,
+        format => decode_with_image(bytes, format, limits)?,
+    };
+    // The decoders must agree with the header we checked the limits against.
+    if (pixels.width, pixels.height) != (header.width, header.height) {
+        return Err(bad_upload(format!(
+            "the {} is corrupt: its header says {}x{} but it decodes to {}x{}",
+            header.format.name(),
+            header.width,
+            header.height,
+            pixels.width,
+            pixels.height
+        )));
+    }
+    Ok(pixels)
+}
+
+/// zune-jpeg directly (the same decoder `image` uses) to borrow the input without a copy and
+/// to keep greyscale JPEGs single-channel.
+fn decode_jpeg(bytes: &[u8], limits: &Limits) -> Result<Pixels> {
+    let side = limits.max_side as usize;
+    let options = DecoderOptions::default()
+        .set_max_width(side)
+        .set_max_height(side);
+    let mut decoder = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), options);
+    let corrupt = |e: &dyn std::fmt::Display| bad_upload(format!("the JPEG is corrupt or unsupported: {e}"));
+    decoder.decode_headers().map_err(|e| corrupt(&e))?;
+    let layout = match decoder.input_colorspace() {
+        Some(ColorSpace::Luma) => Layout::L8,
+        _ => Layout::Rgb8,
+    };
+    let out = if layout == Layout::L8 {
+        ColorSpace::Luma
+    } else {
+        ColorSpace::RGB
+    };
+    decoder.set_options(options.jpeg_set_out_colorspace(out));
+    let data = decoder.decode().map_err(|e| corrupt(&e))?;
+    let info = decoder
+        .info()
+        .ok_or_else(|| ApiError::internal("zune-jpeg decoded without image info"))?;
+    let pixels = Pixels {
+        width: u32::from(info.width),
+        height: u32::from(info.height),
+        layout,
+        data,
+    };
+    if pixels.data.len() != pixels.width as usize * pixels.height as usize * layout.channels() {
+        return Err(ApiError::internal("zune-jpeg returned a buffer of unexpected size"));
+    }
+    Ok(pixels)
+}
+
+/// PNG, GIF (first frame) and WebP through `image`, under its memory limits.
+fn decode_with_image(bytes: &[u8], format: ImageFormat, limits: &Limits) -> Result<Pixels> {
+    let image_format = match format {
+        ImageFormat::Png => ::image::ImageFormat::Png,
+        ImageFormat::Gif => ::image::ImageFormat::Gif,
+        ImageFormat::WebP => ::image::ImageFormat::WebP,
+        ImageFormat::Jpeg => ::image::ImageFormat::Jpeg,
+    };
+    let mut reader = ImageReader::with_format(Cursor::new(bytes), image_format);
+    reader.limits(limits.decoder_limits());
+    let image = reader.decode().map_err(|e| match e {
+        ImageError::Limits(e) => ApiError::TooLarge(format!(
+            "the image needs more memory to decode than allowed: {e}"
+        )),
+        ImageError::Decoding(_) | ImageError::Unsupported(_) | ImageError::IoError(_) => {
+            bad_upload(format!(
+                "the {} is truncated, corrupt or unsupported: {e}",
+                format.name()
+            ))
+        }
+        other => ApiError::internal(other),
+    })?;
+    Ok(Pixels::from_dynamic(image))
+}
+
+/// Encodes one variant in the given format, without any metadata.
+pub(super) fn encode(pixels: &Pixels, format: ImageFormat) -> Result<Vec<u8>> {
+    match format {
+        ImageFormat::Jpeg => encode_jpeg(pixels),
+        ImageFormat::Png => encode_png(pixels),
+        ImageFormat::Gif => encode_gif(pixels),
+        ImageFormat::WebP => encode_webp(pixels),
+    }
+}
+
+fn encode_jpeg(pixels: &Pixels) -> Result<Vec<u8>> {
+    let (width, height) = dims_u16(pixels)?;
+    let color = match pixels.layout {
+        Layout::L8 => jpeg_encoder::ColorType::Luma,
+        Layout::Rgb8 => jpeg_encoder::ColorType::Rgb,
+        // JPEG sources never have alpha; be safe if one does.
+        Layout::La8 | Layout::Rgba8 => {
+            let rgb = flatten(pixels);
+            return encode_jpeg(&rgb);
+        }
+    };
+    // Room for the typical 1-2 bits per pixel without regrowing.
+    let mut out = Vec::with_capacity(pixels.data.len() / 6 + 1024);
+    let mut encoder = jpeg_encoder::Encoder::new(&mut out, QUALITY);
+    // 4:2:0 like libjpeg below Q90, with libjpeg's box-filtered chroma (sharper than nearest).
+    encoder.set_sampling_factor(jpeg_encoder::SamplingFactor::F_2_2);
+    encoder.set_chroma_subsampling_method(jpeg_encoder::ChromaSubsamplingMethod::Average);
+    // Standard Huffman tables like libjpeg's default: optimised ones gained only ~1% here
+    // for ~40% more encoding time.
+    encoder.set_optimized_huffman_tables(false);
+    encoder
+        .encode(&pixels.data, width, height, color)
+        .map_err(ApiError::internal)?;
+    Ok(out)
+}
+
+fn encode_png(pixels: &Pixels) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    PngEncoder::new_with_quality(&mut out, CompressionType::Default, FilterType::Adaptive)
+        .write_image(
+            &pixels.data,
+            pixels.width,
+            pixels.height,
+            pixels.layout.color_type(),
+        )
+        .map_err(ApiError::internal)?;
+    Ok(out)
+}
+
+fn encode_gif(pixels: &Pixels) -> Result<Vec<u8>> {
+    let rgba = to_rgba(pixels);
+    let mut out = Vec::new();
+    GifEncoder::new_with_speed(&mut out, GIF_SPEED)
+        .encode(&rgba, pixels.width, pixels.height, ExtendedColorType::Rgba8)
+        .map_err(ApiError::internal)?;
+    Ok(out)
+}
+
+/// Lossy WebP through libwebp (the `image` crate can only write lossless WebP).
+fn encode_webp(pixels: &Pixels) -> Result<Vec<u8>> {
+    let rgb_or_rgba;
+    let (data, layout) = match pixels.layout {
+        Layout::Rgb8 => (&pixels.data, webp::PixelLayout::Rgb),
+        Layout::Rgba8 => (&pixels.data, webp::PixelLayout::Rgba),
+        Layout::L8 => {
+            rgb_or_rgba = expand_grey(pixels);
+            (&rgb_or_rgba, webp::PixelLayout::Rgb)
+        }
+        Layout::La8 => {
+            rgb_or_rgba = to_rgba(pixels);
+            (&rgb_or_rgba, webp::PixelLayout::Rgba)
+        }
+    };
+    let memory = webp::Encoder::new(data, layout, pixels.width, pixels.height)
+        .encode_simple(false, f32::from(QUALITY))
+        .map_err(|e| ApiError::internal(format!("libwebp: {e:?}")))?;
+    Ok(memory.to_vec())
+}
+
+fn dims_u16(pixels: &Pixels) -> Result<(u16, u16)> {
+    let w = u16::try_from(pixels.width).map_err(ApiError::internal)?;
+    let h = u16::try_from(pixels.height).map_err(ApiError::internal)?;
+    Ok((w, h))
+}
+
+/// Grey to RGB.
+fn expand_grey(pixels: &Pixels) -> Vec<u8> {
+    pixels.data.iter().flat_map(|&v| [v, v, v]).collect()
+}
+
+/// Any layout to RGBA.
+fn to_rgba(pixels: &Pixels) -> Vec<u8> {
+    match pixels.layout {
+        Layout::Rgba8 => pixels.data.clone(),
+        Layout::Rgb8 => pixels
+            .data
+            .chunks_exact(3)
+            .flat_map(|p| [p[0], p[1], p[2], 255])
+            .collect(),
+        Layout::L8 => pixels.data.iter().flat_map(|&v| [v, v, v, 255]).collect(),
+        Layout::La8 => pixels
+            .data
+            .chunks_exact(2)
+            .flat_map(|p| [p[0], p[0], p[0], p[1]])
+            .collect(),
+    }
+}
+
+/// Drops alpha by compositing on white (only reached for formats without alpha).
+fn flatten(pixels: &Pixels) -> Pixels {
+    let blend = |v: u8, a: u8| ((u16::from(v) * u16::from(a) + 255 * (255 - u16::from(a))) / 255) as u8;
+    let (layout, data) = match pixels.layout {
+        Layout::La8 => (
+            Layout::L8,
+            pixels.data.chunks_exact(2).map(|p| blend(p[0], p[1])).collect(),
+        ),
+        Layout::Rgba8 => (
+            Layout::Rgb8,
+            pixels
+                .data
+                .chunks_exact(4)
+                .flat_map(|p| [blend(p[0], p[3]), blend(p[1], p[3]), blend(p[2], p[3])])
+                .collect(),
+        ),
+        _ => (pixels.layout, pixels.data.clone()),
+    };
+    Pixels {
+        width: pixels.width,
+        height: pixels.height,
+        layout,
+        data,
+    }
+}

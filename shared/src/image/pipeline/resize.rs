@@ -1,0 +1,117 @@
+//! Variant sizes, cascaded Lanczos3 downsampling and EXIF orientation.
+
+use fast_image_resize as fir;
+use fir::images::{Image, ImageRef};
+use fir::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+
+use super::codec::{Layout, Pixels};
+use crate::error::{ApiError, Result};
+
+/// Size of a variant fitting the longest side into `box_side`, never upscaled:
+/// scale = box / max(w, h); the other side is round(side * scale), at least 1.
+pub(super) fn fit(width: u32, height: u32, box_side: u32) -> (u32, u32) {
+    let long = width.max(height);
+    if long <= box_side {
+        return (width, height);
+    }
+    let scale = f64::from(box_side) / f64::from(long);
+    let side = |v: u32| {
+        if v == long {
+            box_side
+        } else {
+            ((f64::from(v) * scale).round() as u32).max(1)
+        }
+    };
+    (side(width), side(height))
+}
+
+/// Makes every target size (distinct, largest first) from `source`. Each one is downsampled
+/// from the smallest already-made image at least twice its size (or else the source), so
+/// every step is a 2x-or-more Lanczos reduction of a sharp image, and the full-size source
+/// is read only once or twice.
+pub(super) fn cascade(source: Pixels, targets: &[(u32, u32)]) -> Result<Vec<Pixels>> {
+    let mut resizer = Resizer::new();
+    let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Lanczos3));
+    let mut made: Vec<Pixels> = Vec::with_capacity(targets.len());
+    let mut source = Some(source);
+    for (i, &(width, height)) in targets.iter().enumerate() {
+        let long = width.max(height);
+        let smallest_2x = made
+            .iter()
+            .rposition(|p| p.width.max(p.height) >= long.saturating_mul(2));
+        let next = if let Some(index) = smallest_2x {
+            resize(&mut resizer, &made[index], width, height, &options)?
+        } else if source
+            .as_ref()
+            .is_some_and(|s| (s.width, s.height) == (width, height))
+        {
+            // Smaller than the box: the variant is the source itself, moved, not copied.
+            source
+                .take()
+                .ok_or_else(|| ApiError::internal("source vanished"))?
+        } else {
+            let from = source
+                .as_ref()
+                .or(made.first())
+                .ok_or_else(|| ApiError::internal("no source left for a variant"))?;
+            if (from.width, from.height) == (width, height) {
+                from.clone()
+            } else {
+                resize(&mut resizer, from, width, height, &options)?
+            }
+        };
+        made.push(next);
+        // Free the full-size source as soon as the biggest variant can feed the next one,
+        // to keep peak memory down.
+        let next_long = targets.get(i + 1).map_or(0, |&(w, h)| w.max(h));
+        if made[0].width.max(made[0].height) >= next_long.saturating_mul(2) {
+            source = None;
+        }
+    }
+    Ok(made)
+}
+
+fn resize(
+    resizer: &mut Resizer,
+    from: &Pixels,
+    width: u32,
+    height: u32,
+    options: &ResizeOptions,
+) -> Result<Pixels> {
+    let pixel_type = match from.layout {
+        Layout::L8 => PixelType::U8,
+        Layout::La8 => PixelType::U8x2,
+        Layout::Rgb8 => PixelType::U8x3,
+        Layout::Rgba8 => PixelType::U8x4,
+    };
+    let src = ImageRef::new(from.width, from.height, &from.data, pixel_type)
+        .map_err(ApiError::internal)?;
+    let mut dst = Image::new(width, height, pixel_type);
+    // With alpha, fast_image_resize premultiplies so transparent pixels don't bleed colour.
+    resizer
+        .resize(&src, &mut dst, options)
+        .map_err(ApiError::internal)?;
+    Ok(Pixels {
+        width,
+        height,
+        layout: from.layout,
+        data: dst.into_vec(),
+    })
+}
+
+/// True if the orientation swaps width and height (5-8).
+pub(super) fn swaps_sides(orientation: u8) -> bool {
+    (5..=8).contains(&orientation)
+}
+
+/// Turns stored pixels upright according to the EXIF orientation (1-8).
+pub(super) fn orient(pixels: Pixels, orientation: u8) -> Result<Pixels> {
+    match ::image::metadata::Orientation::from_exif(orientation) {
+        None | Some(::image::metadata::Orientation::NoTransforms) => Ok(pixels),
+        Some(transform) => {
+            let mut image = pixels.into_dynamic()?;
+            image.apply_orientation(transform);
+            Ok(Pixels::from_dynamic(image))
+        }
+    }
+}

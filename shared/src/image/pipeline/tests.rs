@@ -1,0 +1,534 @@
+//! Pipeline tests on images generated here (no files from disk).
+
+use std::io::Cursor;
+use std::time::{Duration, Instant};
+
+use ::image::codecs::gif::GifEncoder;
+use ::image::{DynamicImage, Frame, GenericImageView, Rgb, RgbImage, Rgba, RgbaImage};
+
+use super::resize::fit;
+use super::*;
+
+const RED: [u8; 3] = [255, 0, 0];
+const GREEN: [u8; 3] = [0, 255, 0];
+const BLUE: [u8; 3] = [0, 0, 255];
+const WHITE: [u8; 3] = [255, 255, 255];
+
+/// A smooth colour gradient (compresses like a photo, not like noise).
+fn gradient(width: u32, height: u32) -> RgbImage {
+    RgbImage::from_fn(width, height, |x, y| {
+        Rgb([
+            (x * 255 / width.max(1)) as u8,
+            (y * 255 / height.max(1)) as u8,
+            ((x + y) % 256) as u8,
+        ])
+    })
+}
+
+fn encode_with_image(image: &DynamicImage, format: ::image::ImageFormat) -> Vec<u8> {
+    let mut out = Cursor::new(Vec::new());
+    image.write_to(&mut out, format).expect("test image encodes");
+    out.into_inner()
+}
+
+fn png(image: &DynamicImage) -> Vec<u8> {
+    encode_with_image(image, ::image::ImageFormat::Png)
+}
+
+/// 4:4:4 at high quality so colours survive at sharp edges.
+fn jpeg(image: &RgbImage) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut encoder = jpeg_encoder::Encoder::new(&mut out, 95);
+    encoder.set_sampling_factor(jpeg_encoder::SamplingFactor::F_1_1);
+    encoder
+        .encode(
+            image.as_raw(),
+            image.width() as u16,
+            image.height() as u16,
+            jpeg_encoder::ColorType::Rgb,
+        )
+        .expect("test jpeg encodes");
+    out
+}
+
+fn webp_lossy(image: &RgbImage) -> Vec<u8> {
+    webp::Encoder::from_rgb(image.as_raw(), image.width(), image.height())
+        .encode_simple(false, 90.0)
+        .expect("test webp encodes")
+        .to_vec()
+}
+
+fn gif_frames(frames: Vec<RgbaImage>) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut encoder = GifEncoder::new(&mut out);
+        encoder
+            .encode_frames(frames.into_iter().map(Frame::new))
+            .expect("test gif encodes");
+    }
+    out
+}
+
+fn message(err: &ApiError) -> String {
+    match err {
+        ApiError::Validation(fields) => fields
+            .get("upload")
+            .and_then(|m| m.first())
+            .cloned()
+            .unwrap_or_else(|| panic!("no upload message in {fields:?}")),
+        ApiError::TooLarge(m) => m.clone(),
+        other => panic!("unexpected error {other:?}"),
+    }
+}
+
+fn decode(bytes: &[u8]) -> DynamicImage {
+    ::image::load_from_memory(bytes).expect("variant decodes")
+}
+
+fn close(actual: [u8; 3], expected: [u8; 3], tolerance: i32) -> bool {
+    actual
+        .iter()
+        .zip(expected)
+        .all(|(&a, e)| (i32::from(a) - i32::from(e)).abs() <= tolerance)
+}
+
+fn rgb_at(image: &DynamicImage, x: u32, y: u32) -> [u8; 3] {
+    let p = image.get_pixel(x, y).0;
+    [p[0], p[1], p[2]]
+}
+
+fn sizes(processed: &Processed) -> Vec<(u32, u32)> {
+    processed
+        .variants
+        .iter()
+        .map(|v| (v.width, v.height))
+        .collect()
+}
+
+#[test]
+fn fit_follows_the_rule() {
+    assert_eq!(fit(4000, 3000, 2048), (2048, 1536));
+    assert_eq!(fit(4000, 3000, 150), (150, 113)); // 112.5 rounds up
+    assert_eq!(fit(3000, 4000, 150), (113, 150));
+    assert_eq!(fit(3000, 2000, 1024), (1024, 683)); // 682.67
+    assert_eq!(fit(3000, 2000, 640), (640, 427)); // 426.67
+    assert_eq!(fit(3000, 2000, 320), (320, 213)); // 213.33
+    assert_eq!(fit(10000, 10, 320), (320, 1)); // 0.32 -> at least 1
+    assert_eq!(fit(500, 500, 320), (320, 320));
+    assert_eq!(fit(100, 80, 150), (100, 80)); // never upscaled
+    assert_eq!(fit(150, 40, 150), (150, 40));
+}
+
+#[test]
+fn every_format_round_trips_in_its_own_format() {
+    let rgb = gradient(300, 200);
+    let dynamic = DynamicImage::ImageRgb8(rgb.clone());
+    let rgba = DynamicImage::ImageRgba8(dynamic.to_rgba8());
+    let cases = [
+        ("jpeg", jpeg(&rgb), ImageFormat::Jpeg),
+        ("png", png(&dynamic), ImageFormat::Png),
+        ("gif", gif_frames(vec![rgba.to_rgba8()]), ImageFormat::Gif),
+        ("webp lossy", webp_lossy(&rgb), ImageFormat::WebP),
+        (
+            "webp lossless",
+            encode_with_image(&dynamic, ::image::ImageFormat::WebP),
+            ImageFormat::WebP,
+        ),
+    ];
+    for (case, bytes, format) in cases {
+        let info = inspect(&bytes, &Limits::default()).expect(case);
+        assert_eq!((info.format, info.width, info.height), (format, 300, 200), "{case}");
+        let processed = process(&bytes, &Limits::default()).expect(case);
+        assert_eq!(processed.format, format, "{case}");
+        assert_eq!(processed.mimetype, format.mimetype(), "{case}");
+        assert_eq!(processed.extension, format.extension(), "{case}");
+        assert_eq!((processed.width, processed.height), (300, 200), "{case}");
+        let names: Vec<_> = processed.variants.iter().map(|v| v.name).collect();
+        assert_eq!(names, ["big", "large", "medium", "small", "thumbnail"], "{case}");
+        assert_eq!(
+            sizes(&processed),
+            [(300, 200), (300, 200), (300, 200), (300, 200), (150, 100)],
+            "{case}"
+        );
+        for variant in &processed.variants {
+            let guessed = ::image::guess_format(&variant.bytes).expect(case);
+            assert_eq!(guessed.to_mime_type(), format.mimetype(), "{case}");
+            let image = decode(&variant.bytes);
+            assert_eq!((image.width(), image.height()), (variant.width, variant.height));
+            // The gradient survives: top-left dark red channel, bottom-right bright.
+            let (w, h) = (image.width(), image.height());
+            let corner = rgb_at(&image, w - 1, h - 1);
+            assert!(corner[0] > 200 && corner[1] > 200, "{case}: {corner:?}");
+        }
+    }
+}
+
+#[test]
+fn variants_carry_no_metadata() {
+    let mut bytes = jpeg(&gradient(64, 48));
+    bytes.splice(2..2, exif_app1(1, true));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    for variant in &processed.variants {
+        assert!(
+            !variant.bytes.windows(6).any(|w| w == b"Exif\0\0"),
+            "{} has EXIF",
+            variant.name
+        );
+    }
+}
+
+#[test]
+fn png_variants_keep_alpha() {
+    // Left half fully transparent, right half opaque green.
+    let image = RgbaImage::from_fn(400, 300, |x, _| {
+        if x < 200 {
+            Rgba([255, 0, 0, 0])
+        } else {
+            Rgba([0, 255, 0, 255])
+        }
+    });
+    let bytes = png(&DynamicImage::ImageRgba8(image));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let thumbnail = decode(&processed.variants[4].bytes);
+    assert_eq!((thumbnail.width(), thumbnail.height()), (150, 113));
+    assert!(thumbnail.color().has_alpha());
+    assert_eq!(thumbnail.get_pixel(10, 50).0[3], 0);
+    let right = thumbnail.get_pixel(140, 50).0;
+    assert_eq!(right[3], 255);
+    assert!(close([right[0], right[1], right[2]], GREEN, 2), "{right:?}");
+    // Premultiplied resizing: no red bleeding into the opaque edge.
+    let edge = thumbnail.get_pixel(76, 50).0;
+    assert!(edge[0] < 10, "red bled into the edge: {edge:?}");
+}
+
+/// An APP1 segment with an EXIF IFD0 holding only the Orientation tag.
+fn exif_app1(orientation: u16, little_endian: bool) -> Vec<u8> {
+    let u16b = |v: u16| {
+        if little_endian {
+            v.to_le_bytes()
+        } else {
+            v.to_be_bytes()
+        }
+    };
+    let u32b = |v: u32| {
+        if little_endian {
+            v.to_le_bytes()
+        } else {
+            v.to_be_bytes()
+        }
+    };
+    let mut tiff = if little_endian {
+        b"II*\0".to_vec()
+    } else {
+        b"MM\0*".to_vec()
+    };
+    tiff.extend(u32b(8)); // IFD0 offset
+    tiff.extend(u16b(1)); // one entry
+    tiff.extend(u16b(0x0112)); // Orientation
+    tiff.extend(u16b(3)); // SHORT
+    tiff.extend(u32b(1)); // count
+    tiff.extend(u16b(orientation));
+    tiff.extend([0, 0]);
+    tiff.extend(u32b(0)); // no next IFD
+    let mut segment = vec![0xFF, 0xE1];
+    segment.extend(((2 + 6 + tiff.len()) as u16).to_be_bytes());
+    segment.extend(b"Exif\0\0");
+    segment.extend(tiff);
+    segment
+}
+
+/// Upright test picture: red, green / blue, white quadrants.
+fn quadrant(width: u32, height: u32, u: u32, v: u32) -> [u8; 3] {
+    match (u < width / 2, v < height / 2) {
+        (true, true) => RED,
+        (false, true) => GREEN,
+        (true, false) => BLUE,
+        (false, false) => WHITE,
+    }
+}
+
+/// The stored image that a viewer applying `orientation` shows as the upright quadrants.
+/// From the EXIF definitions of where stored row 0 and column 0 are shown.
+fn stored_for(orientation: u8, width: u32, height: u32) -> RgbImage {
+    let (sw, sh) = if orientation >= 5 {
+        (height, width)
+    } else {
+        (width, height)
+    };
+    RgbImage::from_fn(sw, sh, |x, y| {
+        let (u, v) = match orientation {
+            1 => (x, y),
+            2 => (width - 1 - x, y),
+            3 => (width - 1 - x, height - 1 - y),
+            4 => (x, height - 1 - y),
+            5 => (y, x),
+            6 => (width - 1 - y, x),
+            7 => (width - 1 - y, height - 1 - x),
+            8 => (y, height - 1 - x),
+            _ => unreachable!(),
+        };
+        Rgb(quadrant(width, height, u, v))
+    })
+}
+
+fn assert_upright(image: &DynamicImage, context: &str) {
+    let (w, h) = (image.width(), image.height());
+    for (u, v) in [(w / 4, h / 4), (3 * w / 4, h / 4), (w / 4, 3 * h / 4), (3 * w / 4, 3 * h / 4)] {
+        let got = rgb_at(image, u, v);
+        let want = quadrant(w, h, u, v);
+        assert!(close(got, want, 48), "{context}: at {u},{v} got {got:?}, want {want:?}");
+    }
+}
+
+#[test]
+fn all_eight_exif_orientations_come_out_upright() {
+    for orientation in 1..=8u8 {
+        let mut bytes = jpeg(&stored_for(orientation, 300, 200));
+        // EXIF goes right after SOI, as cameras write it.
+        bytes.splice(2..2, exif_app1(u16::from(orientation), orientation % 2 == 0));
+        let context = format!("orientation {orientation}");
+        let info = inspect(&bytes, &Limits::default()).expect(&context);
+        assert_eq!((info.width, info.height, info.orientation), (300, 200, orientation));
+        let processed = process(&bytes, &Limits::default()).expect(&context);
+        assert_eq!((processed.width, processed.height), (300, 200), "{context}");
+        assert_eq!(
+            sizes(&processed),
+            [(300, 200), (300, 200), (300, 200), (300, 200), (150, 100)],
+            "{context}"
+        );
+        for variant in &processed.variants {
+            assert_upright(&decode(&variant.bytes), &format!("{context} {}", variant.name));
+        }
+    }
+}
+
+/// A PNG chunk with its CRC (png checks CRCs).
+fn png_chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut crc = 0xFFFF_FFFFu32;
+    for &byte in kind.iter().chain(data) {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    let mut chunk = (data.len() as u32).to_be_bytes().to_vec();
+    chunk.extend(kind);
+    chunk.extend(data);
+    chunk.extend((!crc).to_be_bytes());
+    chunk
+}
+
+#[test]
+fn png_exif_orientation_is_applied() {
+    let stored = DynamicImage::ImageRgb8(stored_for(6, 300, 200));
+    let mut bytes = png(&stored);
+    // eXIf right after IHDR (8 signature + 25 IHDR bytes).
+    let tiff = exif_app1(6, false)[10..].to_vec();
+    bytes.splice(33..33, png_chunk(b"eXIf", &tiff));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!((processed.width, processed.height), (300, 200));
+    assert_upright(&decode(&processed.variants[4].bytes), "png thumbnail");
+}
+
+#[test]
+fn one_pixel_image() {
+    let bytes = png(&DynamicImage::ImageRgb8(RgbImage::from_pixel(1, 1, Rgb(BLUE))));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!((processed.width, processed.height), (1, 1));
+    assert_eq!(sizes(&processed), vec![(1, 1); 5]);
+    assert!(close(rgb_at(&decode(&processed.variants[4].bytes), 0, 0), BLUE, 0));
+    let bytes = jpeg(&RgbImage::from_pixel(1, 1, Rgb(RED)));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!(sizes(&processed), vec![(1, 1); 5]);
+}
+
+#[test]
+fn very_wide_image() {
+    let bytes = png(&DynamicImage::ImageRgb8(gradient(10000, 10)));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!(
+        sizes(&processed),
+        [(2048, 2), (1024, 1), (640, 1), (320, 1), (150, 1)]
+    );
+    for variant in &processed.variants {
+        let image = decode(&variant.bytes);
+        assert_eq!((image.width(), image.height()), (variant.width, variant.height));
+    }
+}
+
+#[test]
+fn smaller_than_every_box_keeps_its_size_and_is_encoded_once() {
+    let bytes = jpeg(&gradient(120, 90));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!(sizes(&processed), vec![(120, 90); 5]);
+    let first = &processed.variants[0].bytes;
+    assert!(processed.variants.iter().all(|v| &v.bytes == first));
+    // Re-encoded without metadata, so not the original bytes.
+    assert_ne!(first, &bytes);
+}
+
+#[test]
+fn exact_variant_dimensions() {
+    let bytes = jpeg(&gradient(3000, 2000));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!(
+        sizes(&processed),
+        [(2048, 1365), (1024, 683), (640, 427), (320, 213), (150, 100)]
+    );
+    let bytes = png(&DynamicImage::ImageRgb8(gradient(1500, 2000)));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!(
+        sizes(&processed),
+        [(1500, 2000), (768, 1024), (480, 640), (240, 320), (113, 150)]
+    );
+    for variant in &processed.variants {
+        let image = decode(&variant.bytes);
+        assert_eq!((image.width(), image.height()), (variant.width, variant.height));
+    }
+}
+
+#[test]
+fn grey_jpeg_stays_grey() {
+    let grey = ::image::GrayImage::from_fn(200, 100, |x, _| ::image::Luma([(x % 256) as u8]));
+    let bytes = encode_with_image(&DynamicImage::ImageLuma8(grey), ::image::ImageFormat::Jpeg);
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!(decode(&processed.variants[4].bytes).color(), ::image::ColorType::L8);
+}
+
+#[test]
+fn truncated_png_is_rejected() {
+    let bytes = png(&DynamicImage::ImageRgb8(gradient(300, 200)));
+    let cut = &bytes[..bytes.len() / 2];
+    let err = process(cut, &Limits::default()).expect_err("truncated");
+    assert_eq!(err.status(), 400);
+    assert!(message(&err).contains("PNG"), "{}", message(&err));
+    // The header alone is fine for inspect.
+    assert!(inspect(cut, &Limits::default()).is_ok());
+    // Cut inside the header.
+    let err = process(&bytes[..20], &Limits::default()).expect_err("truncated header");
+    assert_eq!(err.status(), 400);
+    assert!(message(&err).contains("PNG but its header is truncated"));
+}
+
+#[test]
+fn truncated_jpeg_header_is_rejected() {
+    let bytes = jpeg(&gradient(64, 64));
+    let err = process(&bytes[..12], &Limits::default()).expect_err("truncated");
+    assert_eq!(err.status(), 400);
+    assert!(message(&err).contains("JPEG"), "{}", message(&err));
+}
+
+#[test]
+fn other_types_are_named_in_the_refusal() {
+    let cases: [(&[u8], &str); 9] = [
+        (
+            b"<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\"/>",
+            "the file is SVG; accepted: JPEG, PNG, GIF, WebP",
+        ),
+        (b"  <svg width=\"10\" height=\"10\"></svg>", "the file is SVG;"),
+        (b"<!DOCTYPE html><html><body>hi</body></html>", "the file is HTML;"),
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "the file is PDF;"),
+        (b"hello, this is plain text\n", "the file is text;"),
+        (b"\0\0\0\x18ftypheic\0\0\0\0mif1heic", "the file is HEIC/HEIF;"),
+        (b"", "the file is empty;"),
+        (b"\0\x01\x02\x03\xfe\xff", "the file is of an unknown type;"),
+        (b"RIFF\x10\0\0\0WAVEfmt ", "not WebP"),
+    ];
+    for (bytes, expected) in cases {
+        for err in [
+            inspect(bytes, &Limits::default()).expect_err(expected),
+            process(bytes, &Limits::default()).expect_err(expected),
+        ] {
+            assert_eq!(err.status(), 400, "{expected}");
+            assert!(message(&err).contains(expected), "{} !~ {expected}", message(&err));
+            assert!(message(&err).contains("accepted: JPEG, PNG, GIF, WebP"));
+        }
+    }
+}
+
+/// A PNG that is only a signature and an IHDR: nothing to decode behind it.
+fn png_header_only(width: u32, height: u32) -> Vec<u8> {
+    let mut ihdr = width.to_be_bytes().to_vec();
+    ihdr.extend(height.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]); // 8-bit RGB
+    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+    bytes.extend(png_chunk(b"IHDR", &ihdr));
+    bytes
+}
+
+#[test]
+fn huge_declared_png_is_refused_before_decoding() {
+    let bytes = png_header_only(100_000, 100_000);
+    let start = Instant::now();
+    let err = process(&bytes, &Limits::default()).expect_err("too large");
+    assert!(start.elapsed() < Duration::from_millis(50));
+    assert_eq!(err.status(), 413);
+    assert!(message(&err).contains("100000x100000"), "{}", message(&err));
+    assert!(message(&err).contains("16384 pixels a side"));
+    // Within the side limit but over the pixel count.
+    let err = inspect(&png_header_only(10_000, 5_001), &Limits::default()).expect_err("50 MP");
+    assert_eq!(err.status(), 413);
+    assert!(message(&err).contains("at most 50 megapixels"), "{}", message(&err));
+    // Configurable.
+    let small = Limits {
+        max_pixels: 1_000,
+        max_side: 100,
+    };
+    let bytes = png(&DynamicImage::ImageRgb8(gradient(50, 50)));
+    assert_eq!(process(&bytes, &small).expect_err("limit").status(), 413);
+}
+
+#[test]
+fn jpeg_bomb_is_refused_cheaply() {
+    // A tiny real JPEG whose frame header claims 60000x60000.
+    let mut bytes = jpeg(&gradient(16, 16));
+    let sof = bytes
+        .windows(2)
+        .position(|w| w == [0xFF, 0xC0])
+        .expect("baseline SOF0");
+    bytes[sof + 5..sof + 9].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]);
+    let start = Instant::now();
+    let err = process(&bytes, &Limits::default()).expect_err("bomb");
+    assert!(start.elapsed() < Duration::from_millis(50));
+    assert_eq!(err.status(), 413);
+    assert!(message(&err).contains("60000x60000"));
+}
+
+#[test]
+fn animated_gif_variants_come_from_the_first_frame() {
+    let red = RgbaImage::from_pixel(320, 200, Rgba([255, 0, 0, 255]));
+    let blue = RgbaImage::from_pixel(320, 200, Rgba([0, 0, 255, 255]));
+    let bytes = gif_frames(vec![red, blue.clone(), blue]);
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!(processed.format, ImageFormat::Gif);
+    assert_eq!(sizes(&processed)[4], (150, 94)); // 93.75
+    for variant in &processed.variants {
+        let image = decode(&variant.bytes);
+        assert!(close(rgb_at(&image, 5, 5), RED, 8), "{}", variant.name);
+        // One frame only.
+        let frames = ::image::AnimationDecoder::into_frames(
+            ::image::codecs::gif::GifDecoder::new(Cursor::new(&variant.bytes)).expect("gif"),
+        );
+        assert_eq!(frames.count(), 1);
+    }
+}
+
+#[test]
+fn webp_with_alpha_keeps_alpha() {
+    let image = RgbaImage::from_fn(300, 200, |x, _| Rgba([0, 0, 255, if x < 150 { 0 } else { 255 }]));
+    let bytes = webp::Encoder::from_rgba(image.as_raw(), 300, 200)
+        .encode_simple(false, 90.0)
+        .expect("webp")
+        .to_vec();
+    let info = inspect(&bytes, &Limits::default()).expect("inspect");
+    assert_eq!((info.width, info.height), (300, 200));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let thumbnail = decode(&processed.variants[4].bytes);
+    assert!(thumbnail.color().has_alpha());
+    assert!(thumbnail.get_pixel(10, 50).0[3] < 10);
+    assert!(thumbnail.get_pixel(140, 50).0[3] > 245);
+}

@@ -1,0 +1,290 @@
+//! `POST /api/v2/images/`: an image by URL or as base64, stored as the original plus its
+//! variants, then recorded. Files are written before the record and removed again if
+//! anything fails, so a failed upload leaves nothing and a record never points at a
+//! missing file.
+
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+use base64::engine::DecodePaddingMode;
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use super::pipeline::{self, Processed};
+use super::{variant_path, NewImage};
+use crate::auth::Caller;
+use crate::error::{ApiError, FieldErrors, Result};
+use crate::http::App;
+use crate::store::files::SharedFiles;
+
+/// Where uploads live, relative to the frontend host.
+pub const UPLOAD_PREFIX: &str = "img/upload/";
+const MAX_STEM_CHARS: usize = 40;
+
+/// Standard alphabet, padding optional: clients differ in whether they pad.
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    Url(String),
+    Base64 { name: Option<String>, data: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UploadRequest {
+    pub source: Source,
+    pub site_id: Option<i64>,
+    pub business_id: Option<i64>,
+}
+
+impl UploadRequest {
+    pub fn from_json(body: &Map<String, Value>) -> Result<Self> {
+        let mut fields = FieldErrors::default();
+        let site_id = crate::validate::optional_id(&mut fields, body, "site_id").flatten();
+        let business_id = crate::validate::optional_id(&mut fields, body, "business_id").flatten();
+        let url = body.get("external_url").filter(|v| !v.is_null());
+        let upload = body.get("upload").filter(|v| !v.is_null());
+        let source = match (url, upload) {
+            (Some(_), Some(_)) => {
+                fields.add("__all__", "Give either external_url or upload, not both.");
+                None
+            }
+            (None, None) => {
+                fields.add("__all__", "Give external_url (a public http(s) URL) or upload ({\"name\": ..., \"file\": <base64>}).");
+                None
+            }
+            (Some(Value::String(url)), None) => Some(Source::Url(url.trim().to_string())),
+            (Some(_), None) => {
+                fields.add("external_url", "Must be a string URL.");
+                None
+            }
+            (None, Some(Value::Object(upload))) => {
+                let name = ["name", "filename"]
+                    .iter()
+                    .find_map(|k| upload.get(*k).and_then(Value::as_str))
+                    .map(str::to_string);
+                match upload.get("file") {
+                    Some(Value::String(data)) => Some(Source::Base64 { name, data: data.clone() }),
+                    Some(_) => {
+                        fields.add("upload", "upload.file must be a base64 string.");
+                        None
+                    }
+                    None => {
+                        fields.add("upload", "upload.file is required: the image content in base64.");
+                        None
+                    }
+                }
+            }
+            (None, Some(_)) => {
+                fields.add("upload", "Must be an object: {\"name\": \"photo.jpg\", \"file\": \"<base64>\"}.");
+                None
+            }
+        };
+        fields.into_result()?;
+        let source = source.ok_or_else(|| ApiError::invalid("no image source"))?;
+        Ok(UploadRequest { source, site_id, business_id })
+    }
+}
+
+/// Decodes plain base64 or a `data:` URI, tolerating line breaks and spaces. The size cap
+/// is checked on the encoded length before decoding anything.
+pub fn decode_base64(data: &str, max_bytes: usize) -> Result<Vec<u8>> {
+    let payload = match data.trim_start().strip_prefix("data:") {
+        Some(rest) => {
+            let (meta, payload) = rest
+                .split_once(',')
+                .ok_or_else(|| ApiError::field("upload", "The data: URI has no ',' before its content."))?;
+            if !meta.ends_with(";base64") {
+                return Err(ApiError::field("upload", "The data: URI must be base64-encoded (;base64)."));
+            }
+            payload
+        }
+        None => data,
+    };
+    let compact: String = payload.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    if compact.is_empty() {
+        return Err(ApiError::field("upload", "The file is empty."));
+    }
+    if compact.len() / 4 * 3 > max_bytes + 3 {
+        return Err(ApiError::TooLarge(format!(
+            "The decoded file is over the upload limit of {max_bytes} bytes."
+        )));
+    }
+    let bytes = BASE64
+        .decode(compact.as_bytes())
+        .map_err(|e| ApiError::field("upload", format!("upload.file is not valid base64: {e}.")))?;
+    if bytes.is_empty() {
+        return Err(ApiError::field("upload", "The file is empty."));
+    }
+    if bytes.len() > max_bytes {
+        return Err(ApiError::TooLarge(format!(
+            "The decoded file is over the upload limit of {max_bytes} bytes."
+        )));
+    }
+    Ok(bytes)
+}
+
+/// A readable, safe file stem from a client's file name or URL: lower-case ASCII letters,
+/// digits, `-` and `_`, at most 40 characters, `image` when nothing is left.
+pub fn file_stem(name: Option<&str>) -> String {
+    let name = name.unwrap_or_default();
+    let file = name.rsplit(['/', '\\']).next().unwrap_or_default();
+    let file = file.split(['?', '#']).next().unwrap_or_default();
+    let stem = file.rsplit_once('.').map_or(file, |(stem, _)| stem);
+    let mut clean = String::new();
+    for c in stem.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            clean.push(c.to_ascii_lowercase());
+        } else if !clean.is_empty() && !clean.ends_with('-') {
+            clean.push('-');
+        }
+        if clean.len() >= MAX_STEM_CHARS {
+            break;
+        }
+    }
+    let clean = clean.trim_matches('-').to_string();
+    if clean.is_empty() {
+        "image".into()
+    } else {
+        clean
+    }
+}
+
+/// `img/upload/<stem>-<unique>.<ext>`: the random part makes every upload's paths its own.
+pub fn original_path(stem: &str, extension: &str) -> String {
+    use rand::distr::{Alphanumeric, SampleString};
+    let unique = Alphanumeric.sample_string(&mut rand::rng(), 12).to_ascii_lowercase();
+    format!("{UPLOAD_PREFIX}{stem}-{unique}.{extension}")
+}
+
+/// Writes every file of an upload concurrently; on any failure removes the ones written.
+async fn store_files(files: &SharedFiles, objects: Vec<(String, Bytes, &'static str)>) -> Result<Vec<String>> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (path, bytes, content_type) in objects.iter().cloned() {
+        let files = std::sync::Arc::clone(files);
+        tasks.spawn(async move { files.put(&path, bytes, content_type).await });
+    }
+    let mut failure = None;
+    while let Some(joined) = tasks.join_next().await {
+        let result = joined.map_err(ApiError::internal).and_then(|r| r);
+        if let Err(err) = result {
+            failure.get_or_insert(err);
+        }
+    }
+    let paths: Vec<String> = objects.into_iter().map(|(p, _, _)| p).collect();
+    match failure {
+        None => Ok(paths),
+        Some(err) => {
+            remove_files(files, &paths).await;
+            Err(err)
+        }
+    }
+}
+
+/// Best-effort removal of an upload's files (a missing file is fine).
+async fn remove_files(files: &SharedFiles, paths: &[String]) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for path in paths.iter().cloned() {
+        let files = std::sync::Arc::clone(files);
+        tasks.spawn(async move {
+            if let Err(err) = files.delete(&path).await {
+                tracing::error!(path = %path, error = %err, "could not remove a file of a failed upload");
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+pub async fn upload(app: &App, caller: &Caller, body: &[u8]) -> Result<(crate::image::Image, Processed)> {
+    let request = UploadRequest::from_json(&crate::validate::json_object(body)?)?;
+    if let Some(business_id) = request.business_id {
+        let visible = app.store.get_business(caller.account_id, business_id).await?.filter(|b| {
+            caller.restrict_sub_id.as_ref().is_none_or(|sub| b.partner_sub_id.as_ref() == Some(sub))
+        });
+        if visible.is_none() {
+            return Err(ApiError::field("business_id", format!("There is no business {business_id} in this account.")));
+        }
+    }
+    let (bytes, name) = match &request.source {
+        Source::Url(url) => {
+            let fetched = app.fetcher.fetch(url).await?;
+            (fetched.bytes, Some(fetched.final_url))
+        }
+        Source::Base64 { name, data } => {
+            let max = app.config.upload_max_bytes;
+            (Bytes::from(decode_base64(data, max)?), name.clone())
+        }
+    };
+    let limits = app.config.image_limits.clone();
+    let original = bytes.clone();
+    let processed = tokio::task::spawn_blocking(move || pipeline::process(&bytes, &limits))
+        .await
+        .map_err(ApiError::internal)??;
+    let path = original_path(&file_stem(name.as_deref()), processed.extension);
+    let mut objects = vec![(path.clone(), original, processed.mimetype)];
+    for variant in &processed.variants {
+        objects.push((variant_path(&path, variant.name), Bytes::from(variant.bytes.clone()), processed.mimetype));
+    }
+    let written = store_files(&app.files, objects).await?;
+    let new = NewImage {
+        path,
+        mimetype: processed.mimetype.to_string(),
+        width: processed.width,
+        height: processed.height,
+        site_id: request.site_id,
+        business_id: request.business_id,
+        user_id: caller.user_id,
+    };
+    match app.store.create_image(caller.account_id, new, app.clock.now()).await {
+        Ok(image) => Ok((image, processed)),
+        Err(err) => {
+            remove_files(&app.files, &written).await;
+            Err(err)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn exactly_one_source() {
+        assert!(UploadRequest::from_json(&body(json!({"site_id": 1}))).is_err());
+        assert!(UploadRequest::from_json(&body(json!({"external_url": "https://x/a.jpg", "upload": {"file": "AA=="}}))).is_err());
+        assert!(UploadRequest::from_json(&body(json!({"upload": "AA=="}))).is_err());
+        assert!(UploadRequest::from_json(&body(json!({"upload": {"file": "AA=="}, "site_id": "x"}))).is_err());
+        let ok = UploadRequest::from_json(&body(json!({"upload": {"filename": "a.png", "file": "AA=="}, "site_id": 12, "type": "image"})));
+        assert_eq!(ok.ok().map(|r| (r.site_id, r.source)), Some((Some(12), Source::Base64 { name: Some("a.png".into()), data: "AA==".into() })));
+    }
+
+    #[test]
+    fn base64_forms() {
+        assert_eq!(decode_base64("aGVs\nbG8=", 100).ok(), Some(b"hello".to_vec()));
+        assert_eq!(decode_base64("aGVsbG8", 100).ok(), Some(b"hello".to_vec()));
+        assert_eq!(decode_base64("data:image/png;base64,aGVsbG8=", 100).ok(), Some(b"hello".to_vec()));
+        assert!(matches!(decode_base64("not base64!!", 100), Err(ApiError::Validation(_))));
+        assert!(matches!(decode_base64("", 100), Err(ApiError::Validation(_))));
+        assert!(matches!(decode_base64("data:text/plain,hello", 100), Err(ApiError::Validation(_))));
+        assert!(matches!(decode_base64(&"QUFB".repeat(100), 30), Err(ApiError::TooLarge(_))));
+    }
+
+    #[test]
+    fn stems_are_safe() {
+        assert_eq!(file_stem(Some("My Photo (1).JPG")), "my-photo-1");
+        assert_eq!(file_stem(Some("https://example.com/a/b/cat.png?x=1")), "cat");
+        assert_eq!(file_stem(Some("../../etc/passwd")), "passwd");
+        assert_eq!(file_stem(Some("日本.jpg")), "image");
+        assert_eq!(file_stem(None), "image");
+        let path = original_path("cat", "png");
+        assert!(path.starts_with("img/upload/cat-") && path.ends_with(".png"), "{path}");
+        assert_ne!(original_path("cat", "png"), path);
+    }
+}

@@ -1,0 +1,47 @@
+//! Upload files in S3, served publicly through the CloudFront frontend host.
+
+use async_trait::async_trait;
+use aws_sdk_s3::primitives::ByteStream;
+use bytes::Bytes;
+
+use super::files::{FileStore, CACHE_CONTROL};
+use crate::error::{ApiError, Result};
+
+pub struct S3Files {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+}
+
+impl S3Files {
+    pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
+        S3Files { client, bucket: bucket.into() }
+    }
+}
+
+#[async_trait]
+impl FileStore for S3Files {
+    async fn put(&self, path: &str, bytes: Bytes, content_type: &str) -> Result<()> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(path)
+            .content_type(content_type)
+            .cache_control(CACHE_CONTROL)
+            .body(ByteStream::from(bytes))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| ApiError::internal(format!("s3 put {path}: {}", aws_sdk_s3::error::DisplayErrorContext(e))))
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(path)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| ApiError::internal(format!("s3 delete {path}: {}", aws_sdk_s3::error::DisplayErrorContext(e))))
+    }
+}
