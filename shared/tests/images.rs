@@ -21,16 +21,22 @@ use sitehost::store::files::{FileStore, SharedFiles};
 use sitehost::store::{SharedStore, Stores};
 
 fn png(width: u32, height: u32) -> Vec<u8> {
-    let img = image::RgbaImage::from_fn(width, height, |x, y| image::Rgba([(x % 256) as u8, (y % 256) as u8, 128, 200]));
+    let img = image::RgbaImage::from_fn(width, height, |x, y| {
+        image::Rgba([(x % 256) as u8, (y % 256) as u8, 128, 200])
+    });
     let mut out = Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png).expect("png");
+    img.write_to(&mut out, image::ImageFormat::Png)
+        .expect("png");
     out.into_inner()
 }
 
 fn jpeg(width: u32, height: u32) -> Vec<u8> {
-    let img = image::RgbImage::from_fn(width, height, |x, y| image::Rgb([(x % 256) as u8, (y % 256) as u8, 60]));
+    let img = image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([(x % 256) as u8, (y % 256) as u8, 60])
+    });
     let mut out = Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Jpeg).expect("jpeg");
+    img.write_to(&mut out, image::ImageFormat::Jpeg)
+        .expect("jpeg");
     out.into_inner()
 }
 
@@ -70,19 +76,40 @@ async fn start(allow_hosts: Vec<String>) -> Server {
     config.fetch.allow_hosts = allow_hosts;
     config.fetch.total_timeout = std::time::Duration::from_secs(3);
     let app = Arc::new(App::new(stores, config).expect("app"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(sitehost::http::server::serve(app, listener, std::future::pending()));
+    tokio::spawn(sitehost::http::server::serve(
+        app,
+        listener,
+        std::future::pending(),
+    ));
     let account = store.ensure_account("agency").await.expect("account");
-    let key = store.create_key(NewKey::generate(account.id, Some(5), None, SystemClock.now())).await.expect("key");
+    let key = store
+        .create_key(NewKey::generate(
+            account.id,
+            Some(5),
+            None,
+            SystemClock.now(),
+        ))
+        .await
+        .expect("key");
     let client = PartnerClient::new(&base, &key.key, &key.secret);
-    Server { base, client, store, dir }
+    Server {
+        base,
+        client,
+        store,
+        dir,
+    }
 }
 
 /// A one-file HTTP server for `external_url` uploads; answers every request with `body`.
 async fn image_server(body: Vec<u8>, content_type: &'static str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
@@ -113,36 +140,84 @@ async fn base64_upload_stores_original_and_variants_served_locally() {
     let id = image["id"].as_i64().expect("id");
     assert_eq!(reply.headers["location"], format!("/api/v2/images/{id}/"));
     assert_eq!(image["mimetype"], "image/png");
-    assert_eq!((image["width"].as_u64(), image["height"].as_u64()), (Some(1200), Some(600)));
+    assert_eq!(
+        (image["width"].as_u64(), image["height"].as_u64()),
+        (Some(1200), Some(600))
+    );
     assert_eq!(image["site_id"], 12345);
     assert_eq!(image["user_id"], 5);
     let path = image["image"].as_str().expect("path");
-    assert!(path.starts_with("img/upload/my-shop-front-") && path.ends_with(".png"), "{path}");
+    assert!(
+        path.starts_with("img/upload/my-shop-front-") && path.ends_with(".png"),
+        "{path}"
+    );
     assert_eq!(image["absolute_path"], format!("/{path}"));
     assert_eq!(image["sizes"]["original"], path);
 
     // The original byte for byte; each variant fits its box and is never upscaled.
     let http = reqwest::Client::new();
-    let got = http.get(format!("{}/{path}", server.base)).send().await.expect("file");
+    let got = http
+        .get(format!("{}/{path}", server.base))
+        .send()
+        .await
+        .expect("file");
     assert_eq!(got.headers()["content-type"], "image/png");
     assert_eq!(got.bytes().await.expect("bytes").to_vec(), original);
-    for (size, w, h) in [("big", 1200, 600), ("large", 1024, 512), ("medium", 640, 320), ("small", 320, 160), ("thumbnail", 150, 75)] {
+    for (size, w, h) in [
+        ("big", 1200, 600),
+        ("large", 1024, 512),
+        ("medium", 640, 320),
+        ("small", 320, 160),
+        ("thumbnail", 150, 75),
+    ] {
         let variant = image["sizes"][size].as_str().expect("variant");
         assert!(variant.ends_with(&format!(".{size}.png")), "{variant}");
-        let bytes = http.get(format!("{}/{variant}", server.base)).send().await.expect("get").bytes().await.expect("bytes");
+        let bytes = http
+            .get(format!("{}/{variant}", server.base))
+            .send()
+            .await
+            .expect("get")
+            .bytes()
+            .await
+            .expect("bytes");
         let decoded = image::load_from_memory(&bytes).expect("variant decodes");
         assert_eq!((decoded.width(), decoded.height()), (w, h), "{size}");
         assert!(decoded.color().has_alpha(), "{size} keeps alpha");
     }
     // Detail and list.
-    let detail = server.client.get(&format!("/api/v2/images/{id}/")).await.expect("get");
+    let detail = server
+        .client
+        .get(&format!("/api/v2/images/{id}/"))
+        .await
+        .expect("get");
     assert_eq!(detail.body["image"], path);
-    let list = server.client.get("/api/v2/images/?site_id=12345").await.expect("list");
+    let list = server
+        .client
+        .get("/api/v2/images/?site_id=12345")
+        .await
+        .expect("list");
     assert_eq!(list.body["meta"]["total_count"], 1);
-    assert_eq!(server.client.get("/api/v2/images/?site_id=1").await.expect("list").body["meta"]["total_count"], 0);
+    assert_eq!(
+        server
+            .client
+            .get("/api/v2/images/?site_id=1")
+            .await
+            .expect("list")
+            .body["meta"]["total_count"],
+        0
+    );
     // Outside the files directory nothing is served.
-    for bad in ["/../sitehost.db", "/%2e%2e/sitehost.db", "/sitehost.db", "/img/upload/nothing.png"] {
-        let reply = http.get(format!("{}{bad}", server.base)).send().await.expect("get");
+    for bad in [
+        "/../sitehost.db",
+        "/%2e%2e/sitehost.db",
+        "/sitehost.db",
+        "/img/upload/nothing.png",
+    ] {
+        let reply = http
+            .get(format!("{}{bad}", server.base))
+            .send()
+            .await
+            .expect("get");
         assert_eq!(reply.status(), 404, "{bad}");
     }
 }
@@ -151,7 +226,12 @@ async fn base64_upload_stores_original_and_variants_served_locally() {
 async fn url_upload_and_business_links() {
     let host = image_server(jpeg(300, 200), "image/jpeg").await;
     let server = start(vec![host.clone()]).await;
-    let business = server.client.post("/api/v2/businesses/", &json!({"business_name": "Cafe"})).await.expect("create").body;
+    let business = server
+        .client
+        .post("/api/v2/businesses/", &json!({"business_name": "Cafe"}))
+        .await
+        .expect("create")
+        .body;
     let business_id = business["id"].as_i64().expect("id");
     let reply = server
         .client
@@ -161,20 +241,40 @@ async fn url_upload_and_business_links() {
     assert_eq!(reply.status, 201, "{}", reply.body);
     assert_eq!(reply.body["mimetype"], "image/jpeg");
     assert_eq!(reply.body["business_id"], business_id);
-    assert!(reply.body["image"].as_str().is_some_and(|p| p.starts_with("img/upload/cafe-") && p.ends_with(".jpg")));
+    assert!(reply.body["image"]
+        .as_str()
+        .is_some_and(|p| p.starts_with("img/upload/cafe-") && p.ends_with(".jpg")));
     // Small images keep their size in every variant.
     let thumb = reply.body["sizes"]["thumbnail"].as_str().expect("thumb");
-    let bytes = reqwest::get(format!("{}/{thumb}", server.base)).await.expect("get").bytes().await.expect("bytes");
+    let bytes = reqwest::get(format!("{}/{thumb}", server.base))
+        .await
+        .expect("get")
+        .bytes()
+        .await
+        .expect("bytes");
     let decoded = image::load_from_memory(&bytes).expect("decodes");
     assert_eq!((decoded.width(), decoded.height()), (150, 100));
     let big = reply.body["sizes"]["big"].as_str().expect("big");
-    let bytes = reqwest::get(format!("{}/{big}", server.base)).await.expect("get").bytes().await.expect("bytes");
-    assert_eq!(image::load_from_memory(&bytes).map(|i| (i.width(), i.height())).ok(), Some((300, 200)));
+    let bytes = reqwest::get(format!("{}/{big}", server.base))
+        .await
+        .expect("get")
+        .bytes()
+        .await
+        .expect("bytes");
+    assert_eq!(
+        image::load_from_memory(&bytes)
+            .map(|i| (i.width(), i.height()))
+            .ok(),
+        Some((300, 200))
+    );
 
     let image_id = reply.body["id"].as_i64().expect("id");
     let with_logo = server
         .client
-        .put(&format!("/api/v2/businesses/{business_id}/"), &json!({"logo_image_id": image_id}))
+        .put(
+            &format!("/api/v2/businesses/{business_id}/"),
+            &json!({"logo_image_id": image_id}),
+        )
         .await
         .expect("put");
     assert_eq!(with_logo.status, 200, "{}", with_logo.body);
@@ -182,18 +282,45 @@ async fn url_upload_and_business_links() {
     assert_eq!(with_logo.body["images"][0]["id"], image_id);
     // Another account can neither see the image nor use it as a logo.
     let account = server.store.ensure_account("other").await.expect("account");
-    let key = server.store.create_key(NewKey::generate(account.id, None, None, SystemClock.now())).await.expect("key");
+    let key = server
+        .store
+        .create_key(NewKey::generate(account.id, None, None, SystemClock.now()))
+        .await
+        .expect("key");
     let other = PartnerClient::new(&server.base, &key.key, &key.secret);
-    assert_eq!(other.get(&format!("/api/v2/images/{image_id}/")).await.expect("get").status, 404);
-    let stolen = other.post("/api/v2/businesses/", &json!({"business_name": "x", "logo_image_id": image_id})).await.expect("post");
+    assert_eq!(
+        other
+            .get(&format!("/api/v2/images/{image_id}/"))
+            .await
+            .expect("get")
+            .status,
+        404
+    );
+    let stolen = other
+        .post(
+            "/api/v2/businesses/",
+            &json!({"business_name": "x", "logo_image_id": image_id}),
+        )
+        .await
+        .expect("post");
     assert_eq!(stolen.status, 400);
-    let wrong_business = other.post("/api/v2/images/", &json!({"external_url": format!("http://{host}/a.jpg"), "business_id": business_id})).await.expect("post");
+    let wrong_business = other
+        .post(
+            "/api/v2/images/",
+            &json!({"external_url": format!("http://{host}/a.jpg"), "business_id": business_id}),
+        )
+        .await
+        .expect("post");
     assert_eq!(wrong_business.status, 400, "{}", wrong_business.body);
 }
 
 #[tokio::test]
 async fn bad_uploads_are_refused_and_store_nothing() {
-    let html_host = image_server(b"<html><body>not an image</body></html>".to_vec(), "text/html").await;
+    let html_host = image_server(
+        b"<html><body>not an image</body></html>".to_vec(),
+        "text/html",
+    )
+    .await;
     let server = start(vec![html_host.clone()]).await;
     let valid = png(20, 20);
     let mut truncated = valid.clone();
@@ -205,36 +332,108 @@ async fn bad_uploads_are_refused_and_store_nothing() {
     let svg = br#"<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"></svg>"#;
     let upload = |bytes: &[u8]| json!({"upload": {"name": "x.png", "file": b64(bytes)}});
     let cases: Vec<(&str, Value, u16)> = vec![
-        ("invalid base64", json!({"upload": {"file": "@@@ not base64 @@@"}}), 400),
+        (
+            "invalid base64",
+            json!({"upload": {"file": "@@@ not base64 @@@"}}),
+            400,
+        ),
         ("empty file", json!({"upload": {"file": ""}}), 400),
         ("text", upload(b"just some text"), 400),
         ("html", upload(b"<!doctype html><html></html>"), 400),
         ("svg", upload(svg), 400),
         ("truncated png", upload(&truncated), 400),
-        ("100000x100000 png", upload(&huge), 400),
-        ("both", json!({"upload": {"file": b64(&valid)}, "external_url": "https://example.com/a.png"}), 400),
+        ("100000x100000 png", upload(&huge), 413),
+        (
+            "both",
+            json!({"upload": {"file": b64(&valid)}, "external_url": "https://example.com/a.png"}),
+            400,
+        ),
         ("neither", json!({"site_id": 3}), 400),
         ("upload not an object", json!({"upload": b64(&valid)}), 400),
-        ("site_id not an integer", json!({"upload": {"file": b64(&valid)}, "site_id": "abc"}), 400),
-        ("file url", json!({"external_url": "file:///etc/passwd"}), 400),
-        ("gopher url", json!({"external_url": "gopher://example.com/"}), 400),
-        ("private address", json!({"external_url": "http://10.0.0.1/a.png"}), 400),
-        ("loopback by name", json!({"external_url": format!("http://localhost:{}/a.png", server.base.rsplit(':').next().unwrap_or("80"))}), 400),
-        ("html from a url", json!({"external_url": format!("http://{html_host}/page")}), 400),
-        ("over the base64 cap", json!({"upload": {"file": "QUFB".repeat(1_700_000)}}), 413),
+        (
+            "site_id not an integer",
+            json!({"upload": {"file": b64(&valid)}, "site_id": "abc"}),
+            400,
+        ),
+        (
+            "file url",
+            json!({"external_url": "file:///etc/passwd"}),
+            400,
+        ),
+        (
+            "gopher url",
+            json!({"external_url": "gopher://example.com/"}),
+            400,
+        ),
+        (
+            "private address",
+            json!({"external_url": "http://10.0.0.1/a.png"}),
+            400,
+        ),
+        (
+            "loopback by name",
+            json!({"external_url": format!("http://localhost:{}/a.png", server.base.rsplit(':').next().unwrap_or("80"))}),
+            400,
+        ),
+        (
+            "html from a url",
+            json!({"external_url": format!("http://{html_host}/page")}),
+            400,
+        ),
+        (
+            "over the base64 cap",
+            json!({"upload": {"file": "QUFB".repeat(1_700_000)}}),
+            413,
+        ),
     ];
     for (what, body, status) in cases {
-        let reply = server.client.post("/api/v2/images/", &body).await.expect("post");
+        let reply = server
+            .client
+            .post("/api/v2/images/", &body)
+            .await
+            .expect("post");
         assert_eq!(reply.status, status, "{what}: {}", reply.body);
         let message = reply.body.to_string();
         assert!(message.len() > 20, "{what}: a clear message, got {message}");
     }
-    let truncated_reply = server.client.post("/api/v2/images/", &upload(&truncated)).await.expect("post");
-    assert!(truncated_reply.body.to_string().to_lowercase().contains("png"), "{}", truncated_reply.body);
-    let svg_reply = server.client.post("/api/v2/images/", &upload(svg)).await.expect("post");
-    assert!(svg_reply.body.to_string().contains("SVG"), "{}", svg_reply.body);
-    assert_eq!(server.client.get("/api/v2/images/").await.expect("list").body["meta"]["total_count"], 0);
-    assert!(stored_files(server.dir.path()).is_empty(), "{:?}", stored_files(server.dir.path()));
+    let truncated_reply = server
+        .client
+        .post("/api/v2/images/", &upload(&truncated))
+        .await
+        .expect("post");
+    assert!(
+        truncated_reply
+            .body
+            .to_string()
+            .to_lowercase()
+            .contains("png"),
+        "{}",
+        truncated_reply.body
+    );
+    let svg_reply = server
+        .client
+        .post("/api/v2/images/", &upload(svg))
+        .await
+        .expect("post");
+    assert!(
+        svg_reply.body.to_string().contains("SVG"),
+        "{}",
+        svg_reply.body
+    );
+    assert_eq!(
+        server
+            .client
+            .get("/api/v2/images/")
+            .await
+            .expect("list")
+            .body["meta"]["total_count"],
+        0
+    );
+    assert!(
+        stored_files(server.dir.path()).is_empty(),
+        "{:?}",
+        stored_files(server.dir.path())
+    );
 }
 
 /// A file store that fails writing one variant.
@@ -259,23 +458,45 @@ impl FileStore for FailingFiles {
 }
 
 fn caller() -> Caller {
-    Caller { account_id: 1, user_id: 1, restrict_sub_id: None }
+    Caller {
+        account_id: 1,
+        user_id: 1,
+        restrict_sub_id: None,
+    }
 }
 
 #[tokio::test]
 async fn a_failed_file_write_leaves_no_record_and_no_files() {
     let dir = tempfile::tempdir().expect("dir");
     let mut stores = Stores::embedded(dir.path()).expect("stores");
-    stores.files = Arc::new(FailingFiles { inner: stores.files.clone() });
+    stores.files = Arc::new(FailingFiles {
+        inner: stores.files.clone(),
+    });
     let app = App::new(stores, Config::embedded(dir.path().into())).expect("app");
     let account = app.store.ensure_account("a").await.expect("account");
     assert_eq!(account.id, caller().account_id);
     let body = json!({"upload": {"file": b64(&png(400, 300))}}).to_string();
     let result = sitehost::image::upload::upload(&app, &caller(), body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))));
-    let query = sitehost::image::ImageQuery { filter: Default::default(), descending: false, limit: 10, offset: 0 };
-    assert_eq!(app.store.list_images(1, &query).await.expect("list").total_count, 0);
-    assert!(stored_files(dir.path()).is_empty(), "{:?}", stored_files(dir.path()));
+    let query = sitehost::image::ImageQuery {
+        filter: Default::default(),
+        descending: false,
+        limit: 10,
+        offset: 0,
+    };
+    assert_eq!(
+        app.store
+            .list_images(1, &query)
+            .await
+            .expect("list")
+            .total_count,
+        0
+    );
+    assert!(
+        stored_files(dir.path()).is_empty(),
+        "{:?}",
+        stored_files(dir.path())
+    );
 }
 
 #[tokio::test]
@@ -290,5 +511,9 @@ async fn a_failed_record_write_removes_the_files() {
     let body = json!({"upload": {"file": b64(&png(64, 64))}}).to_string();
     let result = sitehost::image::upload::upload(&app, &caller(), body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
-    assert!(stored_files(dir.path()).is_empty(), "{:?}", stored_files(dir.path()));
+    assert!(
+        stored_files(dir.path()).is_empty(),
+        "{:?}",
+        stored_files(dir.path())
+    );
 }

@@ -75,7 +75,7 @@ impl ApiResponse {
 }
 
 /// The operations of the API; each Lambda function serves exactly one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Operation {
     BusinessList,
     BusinessGet,

@@ -22,15 +22,24 @@ async fn serve_file(app: &App, method: &http::Method, path: &str) -> Option<ApiR
     if path.starts_with("/api/") || !(method == http::Method::GET || method == http::Method::HEAD) {
         return None;
     }
-    let decoded = percent_encoding::percent_decode_str(path).decode_utf8().ok()?;
+    let decoded = percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .ok()?;
     Some(match files.read(&decoded).await {
         Some((bytes, content_type)) => ApiResponse {
             status: StatusCode::OK,
             headers: vec![
                 ("content-type", content_type.to_string()),
-                ("cache-control", crate::store::files::CACHE_CONTROL.to_string()),
+                (
+                    "cache-control",
+                    crate::store::files::CACHE_CONTROL.to_string(),
+                ),
             ],
-            body: if method == http::Method::HEAD { Bytes::new() } else { bytes },
+            body: if method == http::Method::HEAD {
+                Bytes::new()
+            } else {
+                bytes
+            },
         },
         None => ApiResponse::error(&ApiError::NotFound(format!("no file at {path}"))),
     })

@@ -24,26 +24,43 @@ fn parse_query(params: &[(String, String)]) -> Result<ImageQuery> {
             },
             "business_id" => match id() {
                 Some(business) => filter.business_id = Some(business),
-                None => fields.add("business_id", format!("'{value}' is not a positive integer.")),
+                None => fields.add(
+                    "business_id",
+                    format!("'{value}' is not a positive integer."),
+                ),
             },
             "order_by" => match value.as_str() {
                 "id" => descending = false,
                 "-id" => descending = true,
-                _ => fields.add("order_by", format!("'{value}' is not an allowed ordering; use id or -id")),
+                _ => fields.add(
+                    "order_by",
+                    format!("'{value}' is not an allowed ordering; use id or -id"),
+                ),
             },
             _ => {}
         }
     }
     fields.into_result()?;
-    Ok(ImageQuery { filter, descending, limit: paging.limit, offset: paging.offset })
+    Ok(ImageQuery {
+        filter,
+        descending,
+        limit: paging.limit,
+        offset: paging.offset,
+    })
 }
 
 pub async fn list(app: &App, caller: &Caller, params: &[(String, String)]) -> Result<ApiResponse> {
     let query = parse_query(params)?;
     let page = app.store.list_images(caller.account_id, &query).await?;
     let objects = page.items.iter().map(Image::to_json).collect();
-    let paging = Paging { limit: query.limit, offset: query.offset };
-    Ok(ApiResponse::json(StatusCode::OK, &envelope(LIST_PATH, params, paging, page.total_count, objects)))
+    let paging = Paging {
+        limit: query.limit,
+        offset: query.offset,
+    };
+    Ok(ApiResponse::json(
+        StatusCode::OK,
+        &envelope(LIST_PATH, params, paging, page.total_count, objects),
+    ))
 }
 
 pub async fn get(app: &App, caller: &Caller, id: i64) -> Result<ApiResponse> {
@@ -67,5 +84,6 @@ pub async fn upload(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiRespon
         total_ms = processed.timings.total.as_millis() as u64,
         "image stored"
     );
-    Ok(ApiResponse::json(StatusCode::CREATED, &image.to_json()).with_header("location", image.resource_uri()))
+    Ok(ApiResponse::json(StatusCode::CREATED, &image.to_json())
+        .with_header("location", image.resource_uri()))
 }

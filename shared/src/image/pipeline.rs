@@ -274,7 +274,9 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
     for (&(name, side), &index) in VARIANT_BOXES.iter().zip(&which) {
         let pixels = &upright[index];
         if (pixels.width, pixels.height) != resize::fit(info.width, info.height, side) {
-            return Err(ApiError::internal(format!("variant {name} came out at the wrong size")));
+            return Err(ApiError::internal(format!(
+                "variant {name} came out at the wrong size"
+            )));
         }
         variants.push(Variant {
             name,

@@ -66,25 +66,38 @@ impl UploadRequest {
                     .find_map(|k| upload.get(*k).and_then(Value::as_str))
                     .map(str::to_string);
                 match upload.get("file") {
-                    Some(Value::String(data)) => Some(Source::Base64 { name, data: data.clone() }),
+                    Some(Value::String(data)) => Some(Source::Base64 {
+                        name,
+                        data: data.clone(),
+                    }),
                     Some(_) => {
                         fields.add("upload", "upload.file must be a base64 string.");
                         None
                     }
                     None => {
-                        fields.add("upload", "upload.file is required: the image content in base64.");
+                        fields.add(
+                            "upload",
+                            "upload.file is required: the image content in base64.",
+                        );
                         None
                     }
                 }
             }
             (None, Some(_)) => {
-                fields.add("upload", "Must be an object: {\"name\": \"photo.jpg\", \"file\": \"<base64>\"}.");
+                fields.add(
+                    "upload",
+                    "Must be an object: {\"name\": \"photo.jpg\", \"file\": \"<base64>\"}.",
+                );
                 None
             }
         };
         fields.into_result()?;
         let source = source.ok_or_else(|| ApiError::invalid("no image source"))?;
-        Ok(UploadRequest { source, site_id, business_id })
+        Ok(UploadRequest {
+            source,
+            site_id,
+            business_id,
+        })
     }
 }
 
@@ -93,17 +106,23 @@ impl UploadRequest {
 pub fn decode_base64(data: &str, max_bytes: usize) -> Result<Vec<u8>> {
     let payload = match data.trim_start().strip_prefix("data:") {
         Some(rest) => {
-            let (meta, payload) = rest
-                .split_once(',')
-                .ok_or_else(|| ApiError::field("upload", "The data: URI has no ',' before its content."))?;
+            let (meta, payload) = rest.split_once(',').ok_or_else(|| {
+                ApiError::field("upload", "The data: URI has no ',' before its content.")
+            })?;
             if !meta.ends_with(";base64") {
-                return Err(ApiError::field("upload", "The data: URI must be base64-encoded (;base64)."));
+                return Err(ApiError::field(
+                    "upload",
+                    "The data: URI must be base64-encoded (;base64).",
+                ));
             }
             payload
         }
         None => data,
     };
-    let compact: String = payload.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let compact: String = payload
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
     if compact.is_empty() {
         return Err(ApiError::field("upload", "The file is empty."));
     }
@@ -155,12 +174,17 @@ pub fn file_stem(name: Option<&str>) -> String {
 /// `img/upload/<stem>-<unique>.<ext>`: the random part makes every upload's paths its own.
 pub fn original_path(stem: &str, extension: &str) -> String {
     use rand::distr::{Alphanumeric, SampleString};
-    let unique = Alphanumeric.sample_string(&mut rand::rng(), 12).to_ascii_lowercase();
+    let unique = Alphanumeric
+        .sample_string(&mut rand::rng(), 12)
+        .to_ascii_lowercase();
     format!("{UPLOAD_PREFIX}{stem}-{unique}.{extension}")
 }
 
 /// Writes every file of an upload concurrently; on any failure removes the ones written.
-async fn store_files(files: &SharedFiles, objects: Vec<(String, Bytes, &'static str)>) -> Result<Vec<String>> {
+async fn store_files(
+    files: &SharedFiles,
+    objects: Vec<(String, Bytes, &'static str)>,
+) -> Result<Vec<String>> {
     let mut tasks = tokio::task::JoinSet::new();
     for (path, bytes, content_type) in objects.iter().cloned() {
         let files = std::sync::Arc::clone(files);
@@ -197,14 +221,28 @@ async fn remove_files(files: &SharedFiles, paths: &[String]) {
     while tasks.join_next().await.is_some() {}
 }
 
-pub async fn upload(app: &App, caller: &Caller, body: &[u8]) -> Result<(crate::image::Image, Processed)> {
+pub async fn upload(
+    app: &App,
+    caller: &Caller,
+    body: &[u8],
+) -> Result<(crate::image::Image, Processed)> {
     let request = UploadRequest::from_json(&crate::validate::json_object(body)?)?;
     if let Some(business_id) = request.business_id {
-        let visible = app.store.get_business(caller.account_id, business_id).await?.filter(|b| {
-            caller.restrict_sub_id.as_ref().is_none_or(|sub| b.partner_sub_id.as_ref() == Some(sub))
-        });
+        let visible = app
+            .store
+            .get_business(caller.account_id, business_id)
+            .await?
+            .filter(|b| {
+                caller
+                    .restrict_sub_id
+                    .as_ref()
+                    .is_none_or(|sub| b.partner_sub_id.as_ref() == Some(sub))
+            });
         if visible.is_none() {
-            return Err(ApiError::field("business_id", format!("There is no business {business_id} in this account.")));
+            return Err(ApiError::field(
+                "business_id",
+                format!("There is no business {business_id} in this account."),
+            ));
         }
     }
     let (bytes, name) = match &request.source {
@@ -225,7 +263,11 @@ pub async fn upload(app: &App, caller: &Caller, body: &[u8]) -> Result<(crate::i
     let path = original_path(&file_stem(name.as_deref()), processed.extension);
     let mut objects = vec![(path.clone(), original, processed.mimetype)];
     for variant in &processed.variants {
-        objects.push((variant_path(&path, variant.name), Bytes::from(variant.bytes.clone()), processed.mimetype));
+        objects.push((
+            variant_path(&path, variant.name),
+            Bytes::from(variant.bytes.clone()),
+            processed.mimetype,
+        ));
     }
     let written = store_files(&app.files, objects).await?;
     let new = NewImage {
@@ -237,7 +279,11 @@ pub async fn upload(app: &App, caller: &Caller, body: &[u8]) -> Result<(crate::i
         business_id: request.business_id,
         user_id: caller.user_id,
     };
-    match app.store.create_image(caller.account_id, new, app.clock.now()).await {
+    match app
+        .store
+        .create_image(caller.account_id, new, app.clock.now())
+        .await
+    {
         Ok(image) => Ok((image, processed)),
         Err(err) => {
             remove_files(&app.files, &written).await;
@@ -258,33 +304,74 @@ mod tests {
     #[test]
     fn exactly_one_source() {
         assert!(UploadRequest::from_json(&body(json!({"site_id": 1}))).is_err());
-        assert!(UploadRequest::from_json(&body(json!({"external_url": "https://x/a.jpg", "upload": {"file": "AA=="}}))).is_err());
+        assert!(UploadRequest::from_json(&body(
+            json!({"external_url": "https://x/a.jpg", "upload": {"file": "AA=="}})
+        ))
+        .is_err());
         assert!(UploadRequest::from_json(&body(json!({"upload": "AA=="}))).is_err());
-        assert!(UploadRequest::from_json(&body(json!({"upload": {"file": "AA=="}, "site_id": "x"}))).is_err());
-        let ok = UploadRequest::from_json(&body(json!({"upload": {"filename": "a.png", "file": "AA=="}, "site_id": 12, "type": "image"})));
-        assert_eq!(ok.ok().map(|r| (r.site_id, r.source)), Some((Some(12), Source::Base64 { name: Some("a.png".into()), data: "AA==".into() })));
+        assert!(UploadRequest::from_json(&body(
+            json!({"upload": {"file": "AA=="}, "site_id": "x"})
+        ))
+        .is_err());
+        let ok = UploadRequest::from_json(&body(
+            json!({"upload": {"filename": "a.png", "file": "AA=="}, "site_id": 12, "type": "image"}),
+        ));
+        assert_eq!(
+            ok.ok().map(|r| (r.site_id, r.source)),
+            Some((
+                Some(12),
+                Source::Base64 {
+                    name: Some("a.png".into()),
+                    data: "AA==".into()
+                }
+            ))
+        );
     }
 
     #[test]
     fn base64_forms() {
-        assert_eq!(decode_base64("aGVs\nbG8=", 100).ok(), Some(b"hello".to_vec()));
+        assert_eq!(
+            decode_base64("aGVs\nbG8=", 100).ok(),
+            Some(b"hello".to_vec())
+        );
         assert_eq!(decode_base64("aGVsbG8", 100).ok(), Some(b"hello".to_vec()));
-        assert_eq!(decode_base64("data:image/png;base64,aGVsbG8=", 100).ok(), Some(b"hello".to_vec()));
-        assert!(matches!(decode_base64("not base64!!", 100), Err(ApiError::Validation(_))));
-        assert!(matches!(decode_base64("", 100), Err(ApiError::Validation(_))));
-        assert!(matches!(decode_base64("data:text/plain,hello", 100), Err(ApiError::Validation(_))));
-        assert!(matches!(decode_base64(&"QUFB".repeat(100), 30), Err(ApiError::TooLarge(_))));
+        assert_eq!(
+            decode_base64("data:image/png;base64,aGVsbG8=", 100).ok(),
+            Some(b"hello".to_vec())
+        );
+        assert!(matches!(
+            decode_base64("not base64!!", 100),
+            Err(ApiError::Validation(_))
+        ));
+        assert!(matches!(
+            decode_base64("", 100),
+            Err(ApiError::Validation(_))
+        ));
+        assert!(matches!(
+            decode_base64("data:text/plain,hello", 100),
+            Err(ApiError::Validation(_))
+        ));
+        assert!(matches!(
+            decode_base64(&"QUFB".repeat(100), 30),
+            Err(ApiError::TooLarge(_))
+        ));
     }
 
     #[test]
     fn stems_are_safe() {
         assert_eq!(file_stem(Some("My Photo (1).JPG")), "my-photo-1");
-        assert_eq!(file_stem(Some("https://example.com/a/b/cat.png?x=1")), "cat");
+        assert_eq!(
+            file_stem(Some("https://example.com/a/b/cat.png?x=1")),
+            "cat"
+        );
         assert_eq!(file_stem(Some("../../etc/passwd")), "passwd");
         assert_eq!(file_stem(Some("日本.jpg")), "image");
         assert_eq!(file_stem(None), "image");
         let path = original_path("cat", "png");
-        assert!(path.starts_with("img/upload/cat-") && path.ends_with(".png"), "{path}");
+        assert!(
+            path.starts_with("img/upload/cat-") && path.ends_with(".png"),
+            "{path}"
+        );
         assert_ne!(original_path("cat", "png"), path);
     }
 }

@@ -118,11 +118,15 @@ struct NoBucket;
 #[async_trait]
 impl files::FileStore for NoBucket {
     async fn put(&self, _path: &str, _bytes: bytes::Bytes, _content_type: &str) -> Result<()> {
-        Err(crate::error::ApiError::internal("SITEHOST_BUCKET is not set"))
+        Err(crate::error::ApiError::internal(
+            "SITEHOST_BUCKET is not set",
+        ))
     }
 
     async fn delete(&self, _path: &str) -> Result<()> {
-        Err(crate::error::ApiError::internal("SITEHOST_BUCKET is not set"))
+        Err(crate::error::ApiError::internal(
+            "SITEHOST_BUCKET is not set",
+        ))
     }
 }
 
@@ -138,10 +142,17 @@ pub async fn open(config: &crate::config::Config) -> Result<Stores> {
                     .with_id_block(config.id_block),
             );
             let files: files::SharedFiles = match &config.bucket {
-                Some(bucket) => Arc::new(s3::S3Files::new(aws_sdk_s3::Client::new(&aws), bucket.clone())),
+                Some(bucket) => Arc::new(s3::S3Files::new(
+                    aws_sdk_s3::Client::new(&aws),
+                    bucket.clone(),
+                )),
                 None => Arc::new(NoBucket),
             };
-            Ok(Stores { records, files, local_files: None })
+            Ok(Stores {
+                records,
+                files,
+                local_files: None,
+            })
         }
     }
 }

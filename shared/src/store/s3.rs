@@ -14,7 +14,10 @@ pub struct S3Files {
 
 impl S3Files {
     pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
-        S3Files { client, bucket: bucket.into() }
+        S3Files {
+            client,
+            bucket: bucket.into(),
+        }
     }
 }
 
@@ -31,7 +34,12 @@ impl FileStore for S3Files {
             .send()
             .await
             .map(|_| ())
-            .map_err(|e| ApiError::internal(format!("s3 put {path}: {}", aws_sdk_s3::error::DisplayErrorContext(e))))
+            .map_err(|e| {
+                ApiError::internal(format!(
+                    "s3 put {path}: {}",
+                    aws_sdk_s3::error::DisplayErrorContext(e)
+                ))
+            })
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
@@ -42,6 +50,11 @@ impl FileStore for S3Files {
             .send()
             .await
             .map(|_| ())
-            .map_err(|e| ApiError::internal(format!("s3 delete {path}: {}", aws_sdk_s3::error::DisplayErrorContext(e))))
+            .map_err(|e| {
+                ApiError::internal(format!(
+                    "s3 delete {path}: {}",
+                    aws_sdk_s3::error::DisplayErrorContext(e)
+                ))
+            })
     }
 }

@@ -85,10 +85,18 @@ impl Pixels {
         let (w, h) = (self.width, self.height);
         let bad = || ApiError::internal("pixel buffer does not match its dimensions");
         Ok(match self.layout {
-            Layout::L8 => DynamicImage::ImageLuma8(::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?),
-            Layout::La8 => DynamicImage::ImageLumaA8(::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?),
-            Layout::Rgb8 => DynamicImage::ImageRgb8(::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?),
-            Layout::Rgba8 => DynamicImage::ImageRgba8(::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?),
+            Layout::L8 => DynamicImage::ImageLuma8(
+                ::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?,
+            ),
+            Layout::La8 => DynamicImage::ImageLumaA8(
+                ::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?,
+            ),
+            Layout::Rgb8 => DynamicImage::ImageRgb8(
+                ::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?,
+            ),
+            Layout::Rgba8 => DynamicImage::ImageRgba8(
+                ::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?,
+            ),
         })
     }
 }
@@ -122,7 +130,8 @@ fn decode_jpeg(bytes: &[u8], limits: &Limits) -> Result<Pixels> {
         .set_max_width(side)
         .set_max_height(side);
     let mut decoder = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), options);
-    let corrupt = |e: &dyn std::fmt::Display| bad_upload(format!("the JPEG is corrupt or unsupported: {e}"));
+    let corrupt =
+        |e: &dyn std::fmt::Display| bad_upload(format!("the JPEG is corrupt or unsupported: {e}"));
     decoder.decode_headers().map_err(|e| corrupt(&e))?;
     let layout = match decoder.input_colorspace() {
         Some(ColorSpace::Luma) => Layout::L8,
@@ -145,7 +154,9 @@ fn decode_jpeg(bytes: &[u8], limits: &Limits) -> Result<Pixels> {
         data,
     };
     if pixels.data.len() != pixels.width as usize * pixels.height as usize * layout.channels() {
-        return Err(ApiError::internal("zune-jpeg returned a buffer of unexpected size"));
+        return Err(ApiError::internal(
+            "zune-jpeg returned a buffer of unexpected size",
+        ));
     }
     Ok(pixels)
 }
@@ -285,11 +296,16 @@ fn to_rgba(pixels: &Pixels) -> Vec<u8> {
 
 /// Drops alpha by compositing on white (only reached for formats without alpha).
 fn flatten(pixels: &Pixels) -> Pixels {
-    let blend = |v: u8, a: u8| ((u16::from(v) * u16::from(a) + 255 * (255 - u16::from(a))) / 255) as u8;
+    let blend =
+        |v: u8, a: u8| ((u16::from(v) * u16::from(a) + 255 * (255 - u16::from(a))) / 255) as u8;
     let (layout, data) = match pixels.layout {
         Layout::La8 => (
             Layout::L8,
-            pixels.data.chunks_exact(2).map(|p| blend(p[0], p[1])).collect(),
+            pixels
+                .data
+                .chunks_exact(2)
+                .map(|p| blend(p[0], p[1]))
+                .collect(),
         ),
         Layout::Rgba8 => (
             Layout::Rgb8,

@@ -300,8 +300,20 @@ pub(super) fn tiff_orientation(tiff: &[u8]) -> Option<u8> {
         b"MM\0*" => false,
         _ => return None,
     };
-    let u16_at = |at: usize| if little { le16(tiff, at) } else { be16(tiff, at) };
-    let u32_at = |at: usize| if little { le32(tiff, at) } else { be32(tiff, at) };
+    let u16_at = |at: usize| {
+        if little {
+            le16(tiff, at)
+        } else {
+            be16(tiff, at)
+        }
+    };
+    let u32_at = |at: usize| {
+        if little {
+            le32(tiff, at)
+        } else {
+            be32(tiff, at)
+        }
+    };
     let ifd = u32_at(4)? as usize;
     let count = u16_at(ifd)? as usize;
     for i in 0..count {

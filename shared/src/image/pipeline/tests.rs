@@ -27,7 +27,9 @@ fn gradient(width: u32, height: u32) -> RgbImage {
 
 fn encode_with_image(image: &DynamicImage, format: ::image::ImageFormat) -> Vec<u8> {
     let mut out = Cursor::new(Vec::new());
-    image.write_to(&mut out, format).expect("test image encodes");
+    image
+        .write_to(&mut out, format)
+        .expect("test image encodes");
     out.into_inner()
 }
 
@@ -137,14 +139,22 @@ fn every_format_round_trips_in_its_own_format() {
     ];
     for (case, bytes, format) in cases {
         let info = inspect(&bytes, &Limits::default()).expect(case);
-        assert_eq!((info.format, info.width, info.height), (format, 300, 200), "{case}");
+        assert_eq!(
+            (info.format, info.width, info.height),
+            (format, 300, 200),
+            "{case}"
+        );
         let processed = process(&bytes, &Limits::default()).expect(case);
         assert_eq!(processed.format, format, "{case}");
         assert_eq!(processed.mimetype, format.mimetype(), "{case}");
         assert_eq!(processed.extension, format.extension(), "{case}");
         assert_eq!((processed.width, processed.height), (300, 200), "{case}");
         let names: Vec<_> = processed.variants.iter().map(|v| v.name).collect();
-        assert_eq!(names, ["big", "large", "medium", "small", "thumbnail"], "{case}");
+        assert_eq!(
+            names,
+            ["big", "large", "medium", "small", "thumbnail"],
+            "{case}"
+        );
         assert_eq!(
             sizes(&processed),
             [(300, 200), (300, 200), (300, 200), (300, 200), (150, 100)],
@@ -154,7 +164,10 @@ fn every_format_round_trips_in_its_own_format() {
             let guessed = ::image::guess_format(&variant.bytes).expect(case);
             assert_eq!(guessed.to_mime_type(), format.mimetype(), "{case}");
             let image = decode(&variant.bytes);
-            assert_eq!((image.width(), image.height()), (variant.width, variant.height));
+            assert_eq!(
+                (image.width(), image.height()),
+                (variant.width, variant.height)
+            );
             // The gradient survives: top-left dark red channel, bottom-right bright.
             let (w, h) = (image.width(), image.height());
             let corner = rgb_at(&image, w - 1, h - 1);
@@ -273,10 +286,18 @@ fn stored_for(orientation: u8, width: u32, height: u32) -> RgbImage {
 
 fn assert_upright(image: &DynamicImage, context: &str) {
     let (w, h) = (image.width(), image.height());
-    for (u, v) in [(w / 4, h / 4), (3 * w / 4, h / 4), (w / 4, 3 * h / 4), (3 * w / 4, 3 * h / 4)] {
+    for (u, v) in [
+        (w / 4, h / 4),
+        (3 * w / 4, h / 4),
+        (w / 4, 3 * h / 4),
+        (3 * w / 4, 3 * h / 4),
+    ] {
         let got = rgb_at(image, u, v);
         let want = quadrant(w, h, u, v);
-        assert!(close(got, want, 48), "{context}: at {u},{v} got {got:?}, want {want:?}");
+        assert!(
+            close(got, want, 48),
+            "{context}: at {u},{v} got {got:?}, want {want:?}"
+        );
     }
 }
 
@@ -285,10 +306,16 @@ fn all_eight_exif_orientations_come_out_upright() {
     for orientation in 1..=8u8 {
         let mut bytes = jpeg(&stored_for(orientation, 300, 200));
         // EXIF goes right after SOI, as cameras write it.
-        bytes.splice(2..2, exif_app1(u16::from(orientation), orientation % 2 == 0));
+        bytes.splice(
+            2..2,
+            exif_app1(u16::from(orientation), orientation % 2 == 0),
+        );
         let context = format!("orientation {orientation}");
         let info = inspect(&bytes, &Limits::default()).expect(&context);
-        assert_eq!((info.width, info.height, info.orientation), (300, 200, orientation));
+        assert_eq!(
+            (info.width, info.height, info.orientation),
+            (300, 200, orientation)
+        );
         let processed = process(&bytes, &Limits::default()).expect(&context);
         assert_eq!((processed.width, processed.height), (300, 200), "{context}");
         assert_eq!(
@@ -297,7 +324,10 @@ fn all_eight_exif_orientations_come_out_upright() {
             "{context}"
         );
         for variant in &processed.variants {
-            assert_upright(&decode(&variant.bytes), &format!("{context} {}", variant.name));
+            assert_upright(
+                &decode(&variant.bytes),
+                &format!("{context} {}", variant.name),
+            );
         }
     }
 }
@@ -336,11 +366,19 @@ fn png_exif_orientation_is_applied() {
 
 #[test]
 fn one_pixel_image() {
-    let bytes = png(&DynamicImage::ImageRgb8(RgbImage::from_pixel(1, 1, Rgb(BLUE))));
+    let bytes = png(&DynamicImage::ImageRgb8(RgbImage::from_pixel(
+        1,
+        1,
+        Rgb(BLUE),
+    )));
     let processed = process(&bytes, &Limits::default()).expect("processes");
     assert_eq!((processed.width, processed.height), (1, 1));
     assert_eq!(sizes(&processed), vec![(1, 1); 5]);
-    assert!(close(rgb_at(&decode(&processed.variants[4].bytes), 0, 0), BLUE, 0));
+    assert!(close(
+        rgb_at(&decode(&processed.variants[4].bytes), 0, 0),
+        BLUE,
+        0
+    ));
     let bytes = jpeg(&RgbImage::from_pixel(1, 1, Rgb(RED)));
     let processed = process(&bytes, &Limits::default()).expect("processes");
     assert_eq!(sizes(&processed), vec![(1, 1); 5]);
@@ -356,7 +394,10 @@ fn very_wide_image() {
     );
     for variant in &processed.variants {
         let image = decode(&variant.bytes);
-        assert_eq!((image.width(), image.height()), (variant.width, variant.height));
+        assert_eq!(
+            (image.width(), image.height()),
+            (variant.width, variant.height)
+        );
     }
 }
 
@@ -377,17 +418,32 @@ fn exact_variant_dimensions() {
     let processed = process(&bytes, &Limits::default()).expect("processes");
     assert_eq!(
         sizes(&processed),
-        [(2048, 1365), (1024, 683), (640, 427), (320, 213), (150, 100)]
+        [
+            (2048, 1365),
+            (1024, 683),
+            (640, 427),
+            (320, 213),
+            (150, 100)
+        ]
     );
     let bytes = png(&DynamicImage::ImageRgb8(gradient(1500, 2000)));
     let processed = process(&bytes, &Limits::default()).expect("processes");
     assert_eq!(
         sizes(&processed),
-        [(1500, 2000), (768, 1024), (480, 640), (240, 320), (113, 150)]
+        [
+            (1500, 2000),
+            (768, 1024),
+            (480, 640),
+            (240, 320),
+            (113, 150)
+        ]
     );
     for variant in &processed.variants {
         let image = decode(&variant.bytes);
-        assert_eq!((image.width(), image.height()), (variant.width, variant.height));
+        assert_eq!(
+            (image.width(), image.height()),
+            (variant.width, variant.height)
+        );
     }
 }
 
@@ -396,7 +452,10 @@ fn grey_jpeg_stays_grey() {
     let grey = ::image::GrayImage::from_fn(200, 100, |x, _| ::image::Luma([(x % 256) as u8]));
     let bytes = encode_with_image(&DynamicImage::ImageLuma8(grey), ::image::ImageFormat::Jpeg);
     let processed = process(&bytes, &Limits::default()).expect("processes");
-    assert_eq!(decode(&processed.variants[4].bytes).color(), ::image::ColorType::L8);
+    assert_eq!(
+        decode(&processed.variants[4].bytes).color(),
+        ::image::ColorType::L8
+    );
 }
 
 #[test]
@@ -429,11 +488,20 @@ fn other_types_are_named_in_the_refusal() {
             b"<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\"/>",
             "the file is SVG; accepted: JPEG, PNG, GIF, WebP",
         ),
-        (b"  <svg width=\"10\" height=\"10\"></svg>", "the file is SVG;"),
-        (b"<!DOCTYPE html><html><body>hi</body></html>", "the file is HTML;"),
+        (
+            b"  <svg width=\"10\" height=\"10\"></svg>",
+            "the file is SVG;",
+        ),
+        (
+            b"<!DOCTYPE html><html><body>hi</body></html>",
+            "the file is HTML;",
+        ),
         (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "the file is PDF;"),
         (b"hello, this is plain text\n", "the file is text;"),
-        (b"\0\0\0\x18ftypheic\0\0\0\0mif1heic", "the file is HEIC/HEIF;"),
+        (
+            b"\0\0\0\x18ftypheic\0\0\0\0mif1heic",
+            "the file is HEIC/HEIF;",
+        ),
         (b"", "the file is empty;"),
         (b"\0\x01\x02\x03\xfe\xff", "the file is of an unknown type;"),
         (b"RIFF\x10\0\0\0WAVEfmt ", "not WebP"),
@@ -444,7 +512,11 @@ fn other_types_are_named_in_the_refusal() {
             process(bytes, &Limits::default()).expect_err(expected),
         ] {
             assert_eq!(err.status(), 400, "{expected}");
-            assert!(message(&err).contains(expected), "{} !~ {expected}", message(&err));
+            assert!(
+                message(&err).contains(expected),
+                "{} !~ {expected}",
+                message(&err)
+            );
             assert!(message(&err).contains("accepted: JPEG, PNG, GIF, WebP"));
         }
     }
@@ -472,7 +544,11 @@ fn huge_declared_png_is_refused_before_decoding() {
     // Within the side limit but over the pixel count.
     let err = inspect(&png_header_only(10_000, 5_001), &Limits::default()).expect_err("50 MP");
     assert_eq!(err.status(), 413);
-    assert!(message(&err).contains("at most 50 megapixels"), "{}", message(&err));
+    assert!(
+        message(&err).contains("at most 50 megapixels"),
+        "{}",
+        message(&err)
+    );
     // Configurable.
     let small = Limits {
         max_pixels: 1_000,
@@ -519,7 +595,9 @@ fn animated_gif_variants_come_from_the_first_frame() {
 
 #[test]
 fn webp_with_alpha_keeps_alpha() {
-    let image = RgbaImage::from_fn(300, 200, |x, _| Rgba([0, 0, 255, if x < 150 { 0 } else { 255 }]));
+    let image = RgbaImage::from_fn(300, 200, |x, _| {
+        Rgba([0, 0, 255, if x < 150 { 0 } else { 255 }])
+    });
     let bytes = webp::Encoder::from_rgba(image.as_raw(), 300, 200)
         .encode_simple(false, 90.0)
         .expect("webp")

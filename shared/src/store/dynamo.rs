@@ -1,1 +1,0 @@
-//! The DynamoDB store. See docs/dynamodb-design.md.

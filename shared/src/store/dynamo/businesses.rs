@@ -1,0 +1,179 @@
+//! Businesses: create and update are one transaction each; lists are one scope `Query`.
+
+use async_trait::async_trait;
+
+use super::items::{self, name_sort_key, Kind, Seq};
+use super::{backoff, DynamoStore, ScopeList, TxOutcome, MAX_ATTEMPTS, TRANSIENT_CANCELLATIONS};
+use crate::business::{Business, BusinessPatch, BusinessQuery, NewBusiness};
+use crate::error::{ApiError, Result};
+use crate::store::{BusinessStore, Page};
+
+fn no_such_logo(id: i64) -> ApiError {
+    ApiError::field(
+        "logo_image_id",
+        format!("There is no image {id} in this account."),
+    )
+}
+
+fn cancelled(what: &str, codes: &[String]) -> ApiError {
+    ApiError::internal(format!("dynamodb {what} cancelled: {codes:?}"))
+}
+
+impl DynamoStore {
+    /// The business and its version, if it exists in this account.
+    async fn read_business(&self, account_id: i64, id: i64) -> Result<Option<(Business, i64)>> {
+        let Some(item) = self.get_item(items::business_key(id)).await? else {
+            return Ok(None);
+        };
+        let (business, version) = items::business_from(&item)?;
+        // Another account's record reads as absent.
+        Ok((business.account_id == account_id).then_some((business, version)))
+    }
+}
+
+#[async_trait]
+impl BusinessStore for DynamoStore {
+    async fn create_business(
+        &self,
+        account_id: i64,
+        new: NewBusiness,
+        now: i64,
+    ) -> Result<Business> {
+        let logo = new.logo_image_id;
+        let id = self.next_id(Seq::Business).await?;
+        let business = new.into_business(id, account_id, now);
+        let nk = name_sort_key(&business);
+        let mut actions = Vec::new();
+        if let Some(logo) = logo {
+            actions.push(self.check_owner(items::image_key(logo), account_id)?);
+        }
+        actions.push(self.put_new(items::business_item(&business, 1))?);
+        actions.extend(self.entries_and_counts(
+            Kind::Business,
+            account_id,
+            id,
+            &business.scopes(),
+            Some(&nk),
+        )?);
+        match self.transact(actions).await? {
+            TxOutcome::Committed => Ok(business),
+            TxOutcome::Cancelled(codes) => match logo {
+                Some(logo) if TxOutcome::failed_condition(&codes, 0) => Err(no_such_logo(logo)),
+                _ => Err(cancelled("create business", &codes)),
+            },
+        }
+    }
+
+    async fn get_business(&self, account_id: i64, id: i64) -> Result<Option<Business>> {
+        Ok(self.read_business(account_id, id).await?.map(|(b, _)| b))
+    }
+
+    /// Read, patch in memory, write back with `version = :read` in one transaction together
+    /// with the entry and counter changes; a lost race re-reads and applies the patch again,
+    /// so concurrent updates of different fields all survive.
+    async fn update_business(
+        &self,
+        account_id: i64,
+        id: i64,
+        restrict_sub_id: Option<&str>,
+        patch: BusinessPatch,
+        now: i64,
+    ) -> Result<Option<Business>> {
+        for attempt in 1..=MAX_ATTEMPTS {
+            let Some((mut business, version)) = self.read_business(account_id, id).await? else {
+                return Ok(None);
+            };
+            if restrict_sub_id.is_some_and(|sub| business.partner_sub_id.as_deref() != Some(sub)) {
+                return Ok(None);
+            }
+            let before_scopes = business.scopes();
+            let before_nk = name_sort_key(&business);
+            let before_logo = business.logo_image_id;
+            if !business.apply(&patch, now) {
+                return Ok(Some(business));
+            }
+            let after_scopes = business.scopes();
+            let after_nk = name_sort_key(&business);
+
+            let mut actions =
+                vec![self.put_if_version(items::business_item(&business, version + 1), version)?];
+            for scope in before_scopes.iter().filter(|s| !after_scopes.contains(s)) {
+                actions.push(self.delete(items::key(
+                    items::entries_pk(Kind::Business, account_id, scope),
+                    items::padded(id),
+                ))?);
+                actions.push(self.add(items::counter_key(Kind::Business, account_id, scope), -1)?);
+            }
+            for scope in &after_scopes {
+                let joined = !before_scopes.contains(scope);
+                if joined || after_nk != before_nk {
+                    actions.push(self.put(items::entry_item(
+                        Kind::Business,
+                        account_id,
+                        scope,
+                        id,
+                        Some(&after_nk),
+                    ))?);
+                }
+                if joined {
+                    actions
+                        .push(self.add(items::counter_key(Kind::Business, account_id, scope), 1)?);
+                }
+            }
+            let logo_check = match business.logo_image_id {
+                Some(logo) if business.logo_image_id != before_logo => {
+                    actions.push(self.check_owner(items::image_key(logo), account_id)?);
+                    Some((actions.len() - 1, logo))
+                }
+                _ => None,
+            };
+
+            let codes = match self.transact(actions).await? {
+                TxOutcome::Committed => return Ok(Some(business)),
+                TxOutcome::Cancelled(codes) => codes,
+            };
+            let lost_race = TxOutcome::failed_condition(&codes, 0)
+                || codes
+                    .iter()
+                    .any(|c| TRANSIENT_CANCELLATIONS.contains(&c.as_str()));
+            if !lost_race {
+                return match logo_check {
+                    Some((index, logo)) if TxOutcome::failed_condition(&codes, index) => {
+                        Err(no_such_logo(logo))
+                    }
+                    _ => Err(cancelled("update business", &codes)),
+                };
+            }
+            tracing::debug!(id, attempt, "business update lost a race; retrying");
+            backoff(attempt).await;
+        }
+        Err(ApiError::internal(format!(
+            "business {id}: update still conflicting after {MAX_ATTEMPTS} attempts"
+        )))
+    }
+
+    async fn list_businesses(
+        &self,
+        account_id: i64,
+        query: &BusinessQuery,
+    ) -> Result<Page<Business>> {
+        let scope = query.filter.scope();
+        let (records, total_count) = self
+            .list_page(ScopeList {
+                kind: Kind::Business,
+                account_id,
+                scope: &scope,
+                by_name: query.order.by_name(),
+                descending: query.order.descending(),
+                offset: query.offset,
+                limit: query.limit,
+            })
+            .await?;
+        let mut items = Vec::with_capacity(records.len());
+        for record in &records {
+            let (business, _) = items::business_from(record)?;
+            items.push(business);
+        }
+        Ok(Page { items, total_count })
+    }
+}

@@ -1,0 +1,391 @@
+//! Item keys and the conversion of records to and from DynamoDB items
+//! (docs/dynamodb-design.md, "Items").
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+use sha1::{Digest, Sha1};
+
+use crate::auth::{Account, ApiKey};
+use crate::business::Business;
+use crate::error::{ApiError, Result};
+use crate::image::Image;
+
+pub type Item = HashMap<String, AttributeValue>;
+
+pub const PK: &str = "pk";
+pub const SK: &str = "sk";
+/// The sort key of the `by_name` local secondary index.
+pub const NK: &str = "nk";
+pub const BY_NAME: &str = "by_name";
+
+/// Partition keys longer than this are replaced by a digest: DynamoDB allows 2048 bytes, and
+/// scope values (partner ids, escaped) or client-sent key and nonce values can exceed it.
+const MAX_PK_BYTES: usize = 1024;
+/// The `nk` sort key is at most 1024 bytes; the name part is cut to this many bytes, so only
+/// names that share their first ~960 bytes fall back to id order among themselves.
+const MAX_NAME_KEY_BYTES: usize = 960;
+/// Key values are also sort keys of the `KEYS` partition (1024 bytes at most).
+pub const MAX_KEY_BYTES: usize = 512;
+
+/// Escapes `#` (our separator) and `%` in values embedded in a key.
+const KEY_VALUE: &AsciiSet = &CONTROLS.add(b'#').add(b'%');
+
+/// The id sequences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Seq {
+    Business,
+    Image,
+    Account,
+    User,
+}
+
+impl Seq {
+    fn name(self) -> &'static str {
+        match self {
+            Seq::Business => "business",
+            Seq::Image => "image",
+            Seq::Account => "account",
+            Seq::User => "user",
+        }
+    }
+}
+
+/// The record kinds that have list entries and counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Business,
+    Image,
+}
+
+impl Kind {
+    fn entry_tag(self) -> &'static str {
+        match self {
+            Kind::Business => "B",
+            Kind::Image => "I",
+        }
+    }
+
+    fn counter_tag(self) -> &'static str {
+        match self {
+            Kind::Business => "BC",
+            Kind::Image => "IC",
+        }
+    }
+}
+
+fn escaped(value: &str) -> String {
+    utf8_percent_encode(value, KEY_VALUE).to_string()
+}
+
+/// Caps a partition key's length: long ones become `H#<sha1 of the key>`. Every other
+/// partition key starts with an upper-case word and `#`, so a digest cannot collide with
+/// one, and the mapping is deterministic so readers and writers agree.
+fn bounded(pk: String) -> String {
+    if pk.len() <= MAX_PK_BYTES {
+        return pk;
+    }
+    let digest = Sha1::digest(pk.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("H#{hex}")
+}
+
+pub fn key(pk: String, sk: impl Into<String>) -> Item {
+    HashMap::from([(PK.to_string(), s(pk)), (SK.to_string(), s(sk))])
+}
+
+pub fn seq_key(seq: Seq) -> Item {
+    key(format!("SEQ#{}", seq.name()), "SEQ")
+}
+
+pub fn account_key(name: &str) -> Item {
+    key(bounded(format!("ACCOUNT#{name}")), "ACCOUNT")
+}
+
+pub fn api_key_key(api_key: &str) -> Item {
+    key(bounded(format!("KEY#{api_key}")), "KEY")
+}
+
+pub const KEYS_PK: &str = "KEYS";
+
+pub fn key_listing_key(api_key: &str) -> Item {
+    key(KEYS_PK.to_string(), api_key)
+}
+
+pub fn nonce_key(api_key: &str, nonce: &str) -> Item {
+    key(
+        bounded(format!("NONCE#{}#{}", escaped(api_key), escaped(nonce))),
+        "NONCE",
+    )
+}
+
+pub fn business_key(id: i64) -> Item {
+    key(format!("BUSINESS#{id}"), "BUSINESS")
+}
+
+pub fn image_key(id: i64) -> Item {
+    key(format!("IMAGE#{id}"), "IMAGE")
+}
+
+pub fn record_key(kind: Kind, id: i64) -> Item {
+    match kind {
+        Kind::Business => business_key(id),
+        Kind::Image => image_key(id),
+    }
+}
+
+/// The partition holding the list entries of one scope of an account.
+pub fn entries_pk(kind: Kind, account_id: i64, scope: &str) -> String {
+    bounded(format!("A#{account_id}#{}#{scope}", kind.entry_tag()))
+}
+
+pub fn counter_key(kind: Kind, account_id: i64, scope: &str) -> Item {
+    key(
+        bounded(format!("A#{account_id}#{}#{scope}", kind.counter_tag())),
+        "COUNT",
+    )
+}
+
+/// Ids in sort keys: zero-padded so that string order is numeric order.
+pub fn padded(id: i64) -> String {
+    format!("{id:020}")
+}
+
+/// The `by_name` sort key: the case-insensitive name, `\u{1}` (below any character a name
+/// may hold: control characters are rejected), then the padded id, so ties break by id.
+pub fn name_sort_key(business: &Business) -> String {
+    let mut name = business.name_key();
+    if name.len() > MAX_NAME_KEY_BYTES {
+        let mut end = MAX_NAME_KEY_BYTES;
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        name.truncate(end);
+    }
+    format!("{name}\u{1}{}", padded(business.id))
+}
+
+/// A list entry: the scope partition, the padded id, and the id (projected into `by_name`).
+pub fn entry_item(kind: Kind, account_id: i64, scope: &str, id: i64, nk: Option<&str>) -> Item {
+    let mut item = key(entries_pk(kind, account_id, scope), padded(id));
+    item.insert("id".into(), n(id));
+    if let Some(nk) = nk {
+        item.insert(NK.into(), s(nk));
+    }
+    item
+}
+
+pub fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+pub fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn put_opt_s(item: &mut Item, name: &str, value: &Option<String>) {
+    if let Some(v) = value {
+        item.insert(name.into(), s(v.as_str()));
+    }
+}
+
+fn put_opt_n(item: &mut Item, name: &str, value: Option<i64>) {
+    if let Some(v) = value {
+        item.insert(name.into(), n(v));
+    }
+}
+
+fn malformed(name: &str) -> ApiError {
+    ApiError::internal(format!(
+        "dynamodb item has a missing or malformed attribute {name}"
+    ))
+}
+
+pub fn get_s(item: &Item, name: &str) -> Result<String> {
+    opt_s(item, name)?.ok_or_else(|| malformed(name))
+}
+
+pub fn opt_s(item: &Item, name: &str) -> Result<Option<String>> {
+    match item.get(name) {
+        None | Some(AttributeValue::Null(_)) => Ok(None),
+        Some(AttributeValue::S(v)) => Ok(Some(v.clone())),
+        Some(_) => Err(malformed(name)),
+    }
+}
+
+pub fn get_n<T: FromStr>(item: &Item, name: &str) -> Result<T> {
+    opt_n(item, name)?.ok_or_else(|| malformed(name))
+}
+
+pub fn opt_n<T: FromStr>(item: &Item, name: &str) -> Result<Option<T>> {
+    match item.get(name) {
+        None | Some(AttributeValue::Null(_)) => Ok(None),
+        Some(AttributeValue::N(v)) => v.parse().map(Some).map_err(|_| malformed(name)),
+        Some(_) => Err(malformed(name)),
+    }
+}
+
+pub fn get_bool(item: &Item, name: &str) -> Result<bool> {
+    match item.get(name) {
+        Some(AttributeValue::Bool(v)) => Ok(*v),
+        _ => Err(malformed(name)),
+    }
+}
+
+/// The business item, with its optimistic-lock `version`.
+pub fn business_item(b: &Business, version: i64) -> Item {
+    let mut item = business_key(b.id);
+    item.insert("id".into(), n(b.id));
+    item.insert("account_id".into(), n(b.account_id));
+    item.insert("business_name".into(), s(b.business_name.as_str()));
+    item.insert("slug".into(), s(b.slug.as_str()));
+    item.insert("deleted".into(), AttributeValue::Bool(b.deleted));
+    put_opt_s(&mut item, "partner_business_id", &b.partner_business_id);
+    put_opt_s(&mut item, "partner_sub_id", &b.partner_sub_id);
+    put_opt_n(&mut item, "category_id", b.category_id);
+    put_opt_n(&mut item, "logo_image_id", b.logo_image_id);
+    item.insert("user_id".into(), n(b.user_id));
+    item.insert("added".into(), n(b.added));
+    item.insert("modified".into(), n(b.modified));
+    item.insert("version".into(), n(version));
+    item
+}
+
+/// A business and its `version`.
+pub fn business_from(item: &Item) -> Result<(Business, i64)> {
+    let business = Business {
+        id: get_n(item, "id")?,
+        account_id: get_n(item, "account_id")?,
+        business_name: get_s(item, "business_name")?,
+        slug: get_s(item, "slug")?,
+        deleted: get_bool(item, "deleted")?,
+        partner_business_id: opt_s(item, "partner_business_id")?,
+        partner_sub_id: opt_s(item, "partner_sub_id")?,
+        category_id: opt_n(item, "category_id")?,
+        logo_image_id: opt_n(item, "logo_image_id")?,
+        user_id: get_n(item, "user_id")?,
+        added: get_n(item, "added")?,
+        modified: get_n(item, "modified")?,
+    };
+    Ok((business, get_n(item, "version")?))
+}
+
+pub fn image_item(image: &Image) -> Item {
+    let mut item = image_key(image.id);
+    item.insert("id".into(), n(image.id));
+    item.insert("account_id".into(), n(image.account_id));
+    item.insert("path".into(), s(image.path.as_str()));
+    item.insert("mimetype".into(), s(image.mimetype.as_str()));
+    item.insert("width".into(), n(image.width));
+    item.insert("height".into(), n(image.height));
+    put_opt_n(&mut item, "site_id", image.site_id);
+    put_opt_n(&mut item, "business_id", image.business_id);
+    item.insert("user_id".into(), n(image.user_id));
+    item.insert("added".into(), n(image.added));
+    item.insert("modified".into(), n(image.modified));
+    item
+}
+
+pub fn image_from(item: &Item) -> Result<Image> {
+    Ok(Image {
+        id: get_n(item, "id")?,
+        account_id: get_n(item, "account_id")?,
+        path: get_s(item, "path")?,
+        mimetype: get_s(item, "mimetype")?,
+        width: get_n(item, "width")?,
+        height: get_n(item, "height")?,
+        site_id: opt_n(item, "site_id")?,
+        business_id: opt_n(item, "business_id")?,
+        user_id: get_n(item, "user_id")?,
+        added: get_n(item, "added")?,
+        modified: get_n(item, "modified")?,
+    })
+}
+
+pub fn account_item(account: &Account) -> Item {
+    let mut item = account_key(&account.name);
+    item.insert("account_id".into(), n(account.id));
+    item.insert("name".into(), s(account.name.as_str()));
+    item
+}
+
+pub fn account_from(item: &Item) -> Result<Account> {
+    Ok(Account {
+        id: get_n(item, "account_id")?,
+        name: get_s(item, "name")?,
+    })
+}
+
+pub fn api_key_item(k: &ApiKey) -> Item {
+    let mut item = api_key_key(&k.key);
+    item.insert("key".into(), s(k.key.as_str()));
+    item.insert("secret".into(), s(k.secret.as_str()));
+    item.insert("account_id".into(), n(k.account_id));
+    item.insert("user_id".into(), n(k.user_id));
+    put_opt_s(&mut item, "partner_sub_id", &k.partner_sub_id);
+    item.insert("revoked".into(), AttributeValue::Bool(k.revoked));
+    item.insert("created".into(), n(k.created));
+    item
+}
+
+pub fn api_key_from(item: &Item) -> Result<ApiKey> {
+    Ok(ApiKey {
+        key: get_s(item, "key")?,
+        secret: get_s(item, "secret")?,
+        account_id: get_n(item, "account_id")?,
+        user_id: get_n(item, "user_id")?,
+        partner_sub_id: opt_s(item, "partner_sub_id")?,
+        revoked: get_bool(item, "revoked")?,
+        created: get_n(item, "created")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::business::NewBusiness;
+
+    fn business(id: i64, name: &str) -> Business {
+        NewBusiness {
+            business_name: name.into(),
+            partner_business_id: Some("p#1".into()),
+            partner_sub_id: None,
+            category_id: Some(3),
+            logo_image_id: None,
+            user_id: 9,
+        }
+        .into_business(id, 1, 1_369_395_621)
+    }
+
+    #[test]
+    fn businesses_round_trip() {
+        let b = business(7, "Joe's");
+        let (back, version) = business_from(&business_item(&b, 4)).expect("parse");
+        assert_eq!((back, version), (b, 4));
+    }
+
+    #[test]
+    fn name_keys_order_by_name_then_id() {
+        let keys = [
+            name_sort_key(&business(10, "a")),
+            name_sort_key(&business(2, "ab")),
+            name_sort_key(&business(3, "AB")),
+            name_sort_key(&business(1, "b")),
+        ];
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(sorted, keys);
+        assert!(name_sort_key(&business(1, &"é".repeat(600))).len() <= 1024);
+    }
+
+    #[test]
+    fn long_partition_keys_are_digested_and_values_escaped() {
+        let long = "x".repeat(2000);
+        let pk = entries_pk(Kind::Business, 1, &long);
+        assert!(pk.starts_with("H#") && pk.len() == 42);
+        assert_eq!(pk, entries_pk(Kind::Business, 1, &long));
+        assert_ne!(nonce_key("a#b", "c"), nonce_key("a", "b#c"));
+    }
+}

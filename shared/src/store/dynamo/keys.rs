@@ -1,0 +1,205 @@
+//! Accounts, API keys and nonces.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
+
+use super::items::{self, get_s, n, s, Item, Seq, KEYS_PK, MAX_KEY_BYTES, PK, SK};
+use super::{aws_error, log_capacity, DynamoStore, TxOutcome, CONSISTENT_READS};
+use crate::auth::{Account, ApiKey, NewKey};
+use crate::error::{ApiError, Result};
+use crate::store::KeyStore;
+
+#[async_trait]
+impl KeyStore for DynamoStore {
+    async fn ensure_account(&self, name: &str) -> Result<Account> {
+        if let Some(item) = self.get_item(items::account_key(name)).await? {
+            return items::account_from(&item);
+        }
+        let account = Account {
+            id: self.next_id(Seq::Account).await?,
+            name: name.to_string(),
+        };
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(items::account_item(&account)))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", PK)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match put {
+            Ok(out) => {
+                log_capacity("PutItem", out.consumed_capacity());
+                Ok(account)
+            }
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                // Another process created it between our read and write: use theirs (the
+                // id we took stays unused).
+                let item = self
+                    .get_item(items::account_key(name))
+                    .await?
+                    .ok_or_else(|| ApiError::internal("account vanished after a create race"))?;
+                items::account_from(&item)
+            }
+            Err(err) => Err(aws_error("PutItem (account)", err)),
+        }
+    }
+
+    async fn create_key(&self, new: NewKey) -> Result<ApiKey> {
+        // The key is also the sort key of its listing entry: non-empty, at most 1 KB.
+        if new.key.is_empty() || new.key.len() > MAX_KEY_BYTES {
+            return Err(ApiError::field(
+                "key",
+                format!("A key must have 1 to {MAX_KEY_BYTES} bytes."),
+            ));
+        }
+        let user_id = match new.user_id {
+            Some(id) => id,
+            None => self.next_id(Seq::User).await?,
+        };
+        let key = ApiKey {
+            key: new.key,
+            secret: new.secret,
+            account_id: new.account_id,
+            user_id,
+            partner_sub_id: new.partner_sub_id,
+            revoked: false,
+            created: new.created,
+        };
+        let actions = vec![
+            self.put_new(items::api_key_item(&key))?,
+            self.put(items::key_listing_key(&key.key))?,
+        ];
+        match self.transact(actions).await? {
+            TxOutcome::Committed => Ok(key),
+            TxOutcome::Cancelled(codes) if TxOutcome::failed_condition(&codes, 0) => Err(
+                ApiError::field("key", "A key with this value already exists."),
+            ),
+            TxOutcome::Cancelled(codes) => Err(ApiError::internal(format!(
+                "dynamodb create key cancelled: {codes:?}"
+            ))),
+        }
+    }
+
+    async fn get_key(&self, key: &str) -> Result<Option<ApiKey>> {
+        match self.get_item(items::api_key_key(key)).await? {
+            Some(item) => items::api_key_from(&item).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Every key, ordered by creation time then key (as the SQLite store lists them).
+    async fn list_keys(&self) -> Result<Vec<ApiKey>> {
+        let mut names = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", PK)
+                .expression_attribute_names("#sk", SK)
+                .expression_attribute_values(":pk", s(KEYS_PK))
+                .projection_expression("#sk")
+                .consistent_read(CONSISTENT_READS)
+                .set_exclusive_start_key(start.take())
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(|e| aws_error("Query (keys)", e))?;
+            log_capacity("Query", out.consumed_capacity());
+            for item in out.items() {
+                names.push(get_s(item, SK)?);
+            }
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => break,
+            }
+        }
+        let keys = names.iter().map(|k| items::api_key_key(k)).collect();
+        let mut listed = self
+            .batch_get(keys)
+            .await?
+            .iter()
+            .map(items::api_key_from)
+            .collect::<Result<Vec<_>>>()?;
+        listed.sort_by(|a, b| (a.created, &a.key).cmp(&(b.created, &b.key)));
+        Ok(listed)
+    }
+
+    async fn revoke_key(&self, key: &str) -> Result<bool> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::api_key_key(key)))
+            .update_expression("SET #r = :t")
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#r", "revoked")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                log_capacity("UpdateItem", out.consumed_capacity());
+                Ok(true)
+            }
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(aws_error("UpdateItem (revoke)", err)),
+        }
+    }
+
+    /// One conditional `PutItem`: it writes when the nonce is new or its previous use has
+    /// expired (TTL deletes expired items only eventually, so the condition checks the time).
+    async fn remember_nonce(
+        &self,
+        key: &str,
+        nonce: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<bool> {
+        let mut item = items::nonce_key(key, nonce);
+        item.insert("expires_at".into(), n(expires_at));
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk) OR #e < :now")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#e", "expires_at")
+            .expression_attribute_values(":now", n(now))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                log_capacity("PutItem", out.consumed_capacity());
+                Ok(true)
+            }
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(aws_error("PutItem (nonce)", err)),
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! The DynamoDB store: one table, every list a `Query` on one scope partition, every write
+//! one transaction. See docs/dynamodb-design.md for the model and the calls per operation.
+
+use std::collections::HashMap;
+use std::ops::RangeInclusive;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    ConditionCheck, ConsumedCapacity, Delete, KeysAndAttributes, Put, ReturnConsumedCapacity,
+    ReturnValue, TransactWriteItem, Update,
+};
+use aws_sdk_dynamodb::Client;
+use tokio::task::JoinSet;
+
+use crate::error::{ApiError, Result};
+
+mod businesses;
+mod images;
+mod items;
+mod keys;
+
+use items::{get_n, n, record_key, s, Item, Kind, Seq, BY_NAME, PK};
+
+/// Every read is strongly consistent, so a request sees everything earlier requests wrote
+/// (a partner that creates a business and then GETs its `Location` or lists must find it, as
+/// it did with the Django service). It doubles read units (a consistent read of an item
+/// under 4 KB is 1 RCU instead of 0.5); there is no GSI, so it is available for every read.
+const CONSISTENT_READS: bool = true;
+/// Most keys one `BatchGetItem` call may ask for.
+const BATCH_GET_MAX: usize = 100;
+/// Attempts of a transaction cancelled only by conflicts with other transactions, and of an
+/// update that lost its optimistic-lock race (each attempt re-reads).
+const MAX_ATTEMPTS: u32 = 10;
+/// Cancellation reasons that say nothing about the data: the same transaction may succeed
+/// when sent again.
+const TRANSIENT_CANCELLATIONS: [&str; 3] = [
+    "TransactionConflict",
+    "ThrottlingError",
+    "ProvisionedThroughputExceeded",
+];
+/// Attempts of a `BatchGetItem` chunk that keeps returning unprocessed keys.
+const MAX_BATCH_ATTEMPTS: u32 = 8;
+
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+    id_block: u32,
+    query_page: i32,
+    batch_chunk: usize,
+    /// Ids handed out by the sequences but not used yet (block allocation).
+    spare_ids: Mutex<HashMap<Seq, Vec<RangeInclusive<i64>>>>,
+}
+
+/// One page of one scope partition to read.
+#[derive(Debug, Clone, Copy)]
+struct ScopeList<'a> {
+    kind: Kind,
+    account_id: i64,
+    scope: &'a str,
+    /// In `by_name` order (else id order).
+    by_name: bool,
+    descending: bool,
+    offset: u64,
+    limit: u64,
+}
+
+/// How a transaction ended when DynamoDB did not fail outright.
+enum TxOutcome {
+    Committed,
+    /// The cancellation reason code of every action, in request order (`None` for those
+    /// that did not fail).
+    Cancelled(Vec<String>),
+}
+
+impl TxOutcome {
+    fn failed_condition(codes: &[String], index: usize) -> bool {
+        codes.get(index).map(String::as_str) == Some("ConditionalCheckFailed")
+    }
+}
+
+fn aws_error(operation: &str, err: impl std::error::Error) -> ApiError {
+    ApiError::internal(format!(
+        "dynamodb {operation}: {}",
+        DisplayErrorContext(&err)
+    ))
+}
+
+fn build_error(err: impl std::fmt::Display) -> ApiError {
+    ApiError::internal(format!("dynamodb request: {err}"))
+}
+
+fn log_capacity(operation: &'static str, capacity: Option<&ConsumedCapacity>) {
+    if let Some(c) = capacity {
+        tracing::debug!(
+            operation,
+            capacity_units = c.capacity_units(),
+            read_units = c.read_capacity_units(),
+            write_units = c.write_capacity_units(),
+            "dynamodb consumed capacity"
+        );
+    }
+}
+
+/// Full-jitter exponential backoff: attempt `n` waits up to 20·2ⁿ ms (at most 1.28 s).
+async fn backoff(attempt: u32) {
+    let ceiling = 20u64 << attempt.min(6);
+    tokio::time::sleep(Duration::from_millis(rand::random_range(0..=ceiling))).await;
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoStore {
+            client,
+            table: table.into(),
+            id_block: 1,
+            query_page: i32::MAX,
+            batch_chunk: BATCH_GET_MAX,
+            spare_ids: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes business and image ids from their sequences `n` at a time (one `UpdateItem`
+    /// per `n` creates of this instance). Ids stay unique; with several instances they are
+    /// no longer in creation order.
+    pub fn with_id_block(mut self, n: u32) -> Self {
+        self.id_block = n.max(1);
+        self
+    }
+
+    /// Caps how many entries one `Query` call asks for and how many keys one `BatchGetItem`
+    /// call asks for (DynamoDB itself stops a `Query` page at 1 MB and a batch at 100 keys).
+    /// Lists give the same results with any value; tests set it low to exercise paging.
+    pub fn with_read_page_size(mut self, n: u32) -> Self {
+        let n = n.max(1);
+        self.query_page = i32::try_from(n).unwrap_or(i32::MAX);
+        self.batch_chunk = usize::try_from(n)
+            .unwrap_or(BATCH_GET_MAX)
+            .min(BATCH_GET_MAX);
+        self
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    fn take_spare_id(&self, seq: Seq) -> Option<i64> {
+        // The lock only guards plain data; a poisoned one is still consistent.
+        let mut spare = self.spare_ids.lock().unwrap_or_else(|p| p.into_inner());
+        let ranges = spare.get_mut(&seq)?;
+        while let Some(range) = ranges.first_mut() {
+            if let Some(id) = range.next() {
+                return Some(id);
+            }
+            ranges.remove(0);
+        }
+        None
+    }
+
+    /// The next id of a sequence: `UpdateItem ADD n :block` on its counter item, keeping the
+    /// rest of the block for later creates. Accounts and users always take one id.
+    async fn next_id(&self, seq: Seq) -> Result<i64> {
+        if let Some(id) = self.take_spare_id(seq) {
+            return Ok(id);
+        }
+        let block = match seq {
+            Seq::Business | Seq::Image => i64::from(self.id_block),
+            Seq::Account | Seq::User => 1,
+        };
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::seq_key(seq)))
+            .update_expression("ADD #n :block")
+            .expression_attribute_names("#n", "n")
+            .expression_attribute_values(":block", n(block))
+            .return_values(ReturnValue::UpdatedNew)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map_err(|e| aws_error("UpdateItem (sequence)", e))?;
+        log_capacity("UpdateItem", out.consumed_capacity());
+        let last: i64 = get_n(out.attributes().unwrap_or(&HashMap::new()), "n")?;
+        let first = last - block + 1;
+        if block > 1 {
+            let mut spare = self.spare_ids.lock().unwrap_or_else(|p| p.into_inner());
+            spare.entry(seq).or_default().push(first + 1..=last);
+        }
+        Ok(first)
+    }
+
+    /// A (consistent) `GetItem`.
+    async fn get_item(&self, key: Item) -> Result<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .consistent_read(CONSISTENT_READS)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map_err(|e| aws_error("GetItem", e))?;
+        log_capacity("GetItem", out.consumed_capacity());
+        Ok(out.item)
+    }
+
+    /// Runs a transaction, retrying (with fresh idempotency tokens) while it is cancelled only
+    /// for transient reasons, above all because other transactions were writing the same
+    /// items (the counters every create of an account shares).
+    async fn transact(&self, actions: Vec<TransactWriteItem>) -> Result<TxOutcome> {
+        let mut attempt = 0;
+        loop {
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(actions.clone()))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await;
+            let err = match result {
+                Ok(out) => {
+                    for capacity in out.consumed_capacity() {
+                        log_capacity("TransactWriteItems", Some(capacity));
+                    }
+                    return Ok(TxOutcome::Committed);
+                }
+                Err(err) => err,
+            };
+            let codes: Vec<String> = match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
+                    .cancellation_reasons()
+                    .iter()
+                    .map(|r| r.code().unwrap_or("None").to_string())
+                    .collect(),
+                _ => return Err(aws_error("TransactWriteItems", err)),
+            };
+            let transient = codes
+                .iter()
+                .any(|c| TRANSIENT_CANCELLATIONS.contains(&c.as_str()))
+                && codes
+                    .iter()
+                    .all(|c| c == "None" || TRANSIENT_CANCELLATIONS.contains(&c.as_str()));
+            attempt += 1;
+            if !transient || attempt >= MAX_ATTEMPTS {
+                tracing::debug!(?codes, attempt, "dynamodb transaction cancelled");
+                return Ok(TxOutcome::Cancelled(codes));
+            }
+            backoff(attempt).await;
+        }
+    }
+
+    fn put(&self, item: Item) -> Result<TransactWriteItem> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// A `Put` that only writes a new item.
+    fn put_new(&self, item: Item) -> Result<TransactWriteItem> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", PK)
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// A `Put` that replaces the item only if it still has the `version` we read.
+    fn put_if_version(&self, item: Item, version: i64) -> Result<TransactWriteItem> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("#v = :v")
+            .expression_attribute_names("#v", "version")
+            .expression_attribute_values(":v", n(version))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    fn delete(&self, key: Item) -> Result<TransactWriteItem> {
+        let delete = Delete::builder()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().delete(delete).build())
+    }
+
+    /// `ADD n :delta` on a counter item (created at 0 when absent).
+    fn add(&self, key: Item, delta: i64) -> Result<TransactWriteItem> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .update_expression("ADD #n :delta")
+            .expression_attribute_names("#n", "n")
+            .expression_attribute_values(":delta", n(delta))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
+    /// A check that a record exists and belongs to an account.
+    fn check_owner(&self, key: Item, account_id: i64) -> Result<TransactWriteItem> {
+        let check = ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .condition_expression("#a = :a")
+            .expression_attribute_names("#a", "account_id")
+            .expression_attribute_values(":a", n(account_id))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().condition_check(check).build())
+    }
+
+    /// The `Put` and counter `ADD`s of a new record's list entries, one per scope.
+    fn entries_and_counts(
+        &self,
+        kind: Kind,
+        account_id: i64,
+        id: i64,
+        scopes: &[String],
+        nk: Option<&str>,
+    ) -> Result<Vec<TransactWriteItem>> {
+        let mut actions = Vec::with_capacity(scopes.len() * 2);
+        for scope in scopes {
+            actions.push(self.put(items::entry_item(kind, account_id, scope, id, nk))?);
+            actions.push(self.add(items::counter_key(kind, account_id, scope), 1)?);
+        }
+        Ok(actions)
+    }
+
+    /// The number of records of a scope (its counter item; absent means none).
+    async fn count(&self, kind: Kind, account_id: i64, scope: &str) -> Result<u64> {
+        let item = self
+            .get_item(items::counter_key(kind, account_id, scope))
+            .await?;
+        let n: i64 = match item {
+            Some(item) => get_n(&item, "n")?,
+            None => 0,
+        };
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// One page of a scope: the records at `offset..offset+limit` in the order of the table
+    /// (id) or of `by_name`, and the scope's total. The counter read runs concurrently with
+    /// the `Query` and the `BatchGetItem` that follows it.
+    async fn list_page(&self, list: ScopeList<'_>) -> Result<(Vec<Item>, u64)> {
+        let ScopeList {
+            kind,
+            account_id,
+            scope,
+            ..
+        } = list;
+        let page = async {
+            let ids = self.scope_ids(&list).await?;
+            let keys = ids.iter().map(|&id| record_key(kind, id)).collect();
+            let mut found: HashMap<i64, Item> = HashMap::with_capacity(ids.len());
+            for item in self.batch_get(keys).await? {
+                found.insert(get_n(&item, "id")?, item);
+            }
+            let mut records = Vec::with_capacity(ids.len());
+            for id in ids {
+                match found.remove(&id) {
+                    Some(item) => records.push(item),
+                    // Entries and records are written in one transaction and never
+                    // deleted, so this means a damaged table, not a race.
+                    None => tracing::warn!(id, ?kind, "list entry without its record"),
+                }
+            }
+            Ok::<_, ApiError>(records)
+        };
+        let (records, total) = tokio::try_join!(page, self.count(kind, account_id, scope))?;
+        Ok((records, total))
+    }
+
+    /// The ids at `offset..offset+limit` of a scope partition. Reads at most `offset+limit`
+    /// entries, following `LastEvaluatedKey` over 1 MB pages.
+    async fn scope_ids(&self, list: &ScopeList<'_>) -> Result<Vec<i64>> {
+        let ScopeList {
+            by_name,
+            descending,
+            offset,
+            limit,
+            ..
+        } = *list;
+        let pk = items::entries_pk(list.kind, list.account_id, list.scope);
+        let wanted = offset.saturating_add(limit);
+        let mut ids = Vec::new();
+        let mut seen: u64 = 0;
+        let mut start: Option<Item> = None;
+        while limit > 0 && seen < wanted {
+            let page = i32::try_from(wanted - seen)
+                .map_or(self.query_page, |left| left.min(self.query_page));
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .set_index_name(by_name.then(|| BY_NAME.to_string()))
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", PK)
+                .expression_attribute_names("#id", "id")
+                .expression_attribute_values(":pk", s(pk.as_str()))
+                .projection_expression("#id")
+                .scan_index_forward(!descending)
+                .consistent_read(CONSISTENT_READS)
+                .limit(page)
+                .set_exclusive_start_key(start.take())
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(|e| aws_error("Query", e))?;
+            log_capacity("Query", out.consumed_capacity());
+            for item in out.items() {
+                if seen >= offset && seen < wanted {
+                    ids.push(get_n(item, "id")?);
+                }
+                seen += 1;
+            }
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => break,
+            }
+        }
+        Ok(ids)
+    }
+
+    /// (Consistent) `BatchGetItem` of any number of keys: chunks of at most 100 run
+    /// concurrently; unprocessed keys are asked for again with backoff. Unordered.
+    async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>> {
+        if keys.len() <= self.batch_chunk {
+            return batch_get_chunk(&self.client, &self.table, keys).await;
+        }
+        let mut tasks = JoinSet::new();
+        for chunk in keys.chunks(self.batch_chunk) {
+            let (client, table, chunk) = (self.client.clone(), self.table.clone(), chunk.to_vec());
+            tasks.spawn(async move { batch_get_chunk(&client, &table, chunk).await });
+        }
+        let mut items = Vec::with_capacity(keys.len());
+        while let Some(joined) = tasks.join_next().await {
+            items.extend(joined.map_err(ApiError::internal)??);
+        }
+        Ok(items)
+    }
+}
+
+async fn batch_get_chunk(client: &Client, table: &str, keys: Vec<Item>) -> Result<Vec<Item>> {
+    let mut items = Vec::with_capacity(keys.len());
+    let mut pending = keys;
+    let mut attempt = 0;
+    while !pending.is_empty() {
+        let request = KeysAndAttributes::builder()
+            .set_keys(Some(pending))
+            .consistent_read(CONSISTENT_READS)
+            .build()
+            .map_err(build_error)?;
+        let out = client
+            .batch_get_item()
+            .request_items(table, request)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map_err(|e| aws_error("BatchGetItem", e))?;
+        for capacity in out.consumed_capacity() {
+            log_capacity("BatchGetItem", Some(capacity));
+        }
+        if let Some(found) = out.responses.and_then(|mut r| r.remove(table)) {
+            items.extend(found);
+        }
+        pending = out
+            .unprocessed_keys
+            .and_then(|mut u| u.remove(table))
+            .map(|k| k.keys)
+            .unwrap_or_default();
+        if !pending.is_empty() {
+            attempt += 1;
+            if attempt >= MAX_BATCH_ATTEMPTS {
+                return Err(ApiError::internal(format!(
+                    "dynamodb BatchGetItem: {} keys still unprocessed after {attempt} attempts",
+                    pending.len()
+                )));
+            }
+            backoff(attempt).await;
+        }
+    }
+    Ok(items)
+}
