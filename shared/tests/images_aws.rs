@@ -1,0 +1,298 @@
+//! Image uploads on the production stores: DynamoDB (a table made from `template.yaml`)
+//! and S3, both on moto. Both upload forms, the stored objects' headers, and the two
+//! faults: an S3 put failing leaves no record and no objects; the DynamoDB write failing
+//! leaves no objects.
+
+mod support;
+
+use std::io::Cursor;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::json;
+use sitehost::auth::{Caller, NewKey};
+use sitehost::client::PartnerClient;
+use sitehost::clock::{Clock, SystemClock};
+use sitehost::config::Config;
+use sitehost::error::{ApiError, Result};
+use sitehost::http::App;
+use sitehost::image::ImageQuery;
+use sitehost::store::dynamo::DynamoStore;
+use sitehost::store::files::{FileStore, SharedFiles, CACHE_CONTROL};
+use sitehost::store::s3::S3Files;
+use sitehost::store::{SharedStore, Stores};
+
+fn png_base64(width: u32, height: u32) -> String {
+    let img = image::RgbaImage::from_fn(width, height, |x, y| {
+        image::Rgba([x as u8, y as u8, 9, 255])
+    });
+    let mut out = Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png)
+        .expect("png");
+    base64::engine::general_purpose::STANDARD.encode(out.into_inner())
+}
+
+fn jpeg(width: u32, height: u32) -> Vec<u8> {
+    let img = image::RgbImage::from_fn(width, height, |x, y| image::Rgb([x as u8, y as u8, 90]));
+    let mut out = Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Jpeg)
+        .expect("jpeg");
+    out.into_inner()
+}
+
+fn s3_client(endpoint: &str) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("testing", "testing", None, None, "tests"))
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+struct Aws {
+    table: support::TestTable,
+    s3: aws_sdk_s3::Client,
+    bucket: String,
+}
+
+impl Aws {
+    async fn create() -> Option<Aws> {
+        let endpoint = support::aws_endpoint()?;
+        let table = support::TestTable::create().await?;
+        let s3 = s3_client(&endpoint);
+        let bucket = format!(
+            "sitehost-test-{}",
+            table.name.to_ascii_lowercase().replace('_', "-")
+        );
+        s3.create_bucket()
+            .bucket(&bucket)
+            .send()
+            .await
+            .expect("create bucket");
+        Some(Aws { table, s3, bucket })
+    }
+
+    fn records(&self) -> SharedStore {
+        Arc::new(DynamoStore::new(
+            self.table.client.clone(),
+            self.table.name.clone(),
+        ))
+    }
+
+    fn files(&self) -> SharedFiles {
+        Arc::new(S3Files::new(self.s3.clone(), self.bucket.clone()))
+    }
+
+    async fn object_keys(&self) -> Vec<String> {
+        let listed = self
+            .s3
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .expect("list objects");
+        listed
+            .contents()
+            .iter()
+            .filter_map(|o| o.key().map(str::to_string))
+            .collect()
+    }
+}
+
+/// Answers every request with a JPEG, for `external_url` uploads.
+async fn image_server(body: Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-type: image/jpeg\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(&body).await;
+            });
+        }
+    });
+    addr.to_string()
+}
+
+#[tokio::test]
+async fn both_upload_forms_on_dynamodb_and_s3() {
+    let Some(aws) = Aws::create().await else {
+        return;
+    };
+    let host = image_server(jpeg(900, 1200)).await;
+    let records = aws.records();
+    let mut config = Config::embedded(std::env::temp_dir());
+    config.fetch.allow_hosts = vec![host.clone()];
+    let stores = Stores {
+        records: Arc::clone(&records),
+        files: aws.files(),
+        local_files: None,
+    };
+    let app = Arc::new(App::new(stores, config).expect("app"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(sitehost::http::server::serve(
+        app,
+        listener,
+        std::future::pending(),
+    ));
+    let account = records.ensure_account("aws").await.expect("account");
+    let key = records
+        .create_key(NewKey::generate(account.id, None, None, SystemClock.now()))
+        .await
+        .expect("key");
+    let client = PartnerClient::new(&base, &key.key, &key.secret);
+
+    let by_base64 = client
+        .post("/api/v2/images/", &json!({"upload": {"filename": "logo.png", "file": format!("data:image/png;base64,{}", png_base64(300, 300))}, "site_id": 7}))
+        .await
+        .expect("upload");
+    assert_eq!(by_base64.status, 201, "{}", by_base64.body);
+    let by_url = client
+        .post(
+            "/api/v2/images/",
+            &json!({"external_url": format!("http://{host}/shop.jpg"), "site_id": 7}),
+        )
+        .await
+        .expect("upload");
+    assert_eq!(by_url.status, 201, "{}", by_url.body);
+    assert_eq!(
+        (
+            by_url.body["width"].as_u64(),
+            by_url.body["height"].as_u64()
+        ),
+        (Some(900), Some(1200))
+    );
+
+    let mut keys = aws.object_keys().await;
+    keys.sort();
+    assert_eq!(keys.len(), 12, "{keys:?}");
+    for image in [&by_base64.body, &by_url.body] {
+        for size in ["original", "big", "large", "medium", "small", "thumbnail"] {
+            let path = image["sizes"][size].as_str().expect("path");
+            assert!(keys.iter().any(|k| k == path), "{path} stored");
+        }
+    }
+    let original = by_url.body["image"].as_str().expect("path");
+    let head = aws
+        .s3
+        .head_object()
+        .bucket(&aws.bucket)
+        .key(original)
+        .send()
+        .await
+        .expect("head");
+    assert_eq!(head.content_type(), Some("image/jpeg"));
+    assert_eq!(head.cache_control(), Some(CACHE_CONTROL));
+
+    let list = client
+        .get("/api/v2/images/?site_id=7&order_by=-id")
+        .await
+        .expect("list");
+    assert_eq!(list.body["meta"]["total_count"], 2);
+    assert_eq!(list.body["objects"][0]["id"], by_url.body["id"]);
+    let id = by_base64.body["id"].as_i64().expect("id");
+    let detail = client
+        .get(&format!("/api/v2/images/{id}/"))
+        .await
+        .expect("get");
+    assert_eq!(detail.body["image"], by_base64.body["image"]);
+    aws.table.delete().await;
+}
+
+struct FailingFiles {
+    inner: SharedFiles,
+}
+
+#[async_trait]
+impl FileStore for FailingFiles {
+    async fn put(&self, path: &str, bytes: Bytes, content_type: &str) -> Result<()> {
+        if path.contains(".medium.") {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            return Err(ApiError::internal("injected S3 failure"));
+        }
+        self.inner.put(path, bytes, content_type).await
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        self.inner.delete(path).await
+    }
+}
+
+#[tokio::test]
+async fn an_s3_put_failing_leaves_no_record_and_no_objects() {
+    let Some(aws) = Aws::create().await else {
+        return;
+    };
+    let records = aws.records();
+    let account = records.ensure_account("faulty").await.expect("account");
+    let stores = Stores {
+        records: Arc::clone(&records),
+        files: Arc::new(FailingFiles { inner: aws.files() }),
+        local_files: None,
+    };
+    let app = App::new(stores, Config::embedded(std::env::temp_dir())).expect("app");
+    let caller = Caller {
+        account_id: account.id,
+        user_id: 1,
+        restrict_sub_id: None,
+    };
+    let body = json!({"upload": {"file": png_base64(700, 500)}}).to_string();
+    let result = sitehost::image::upload::upload(&app, &caller, body.as_bytes()).await;
+    assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
+    assert_eq!(aws.object_keys().await, Vec::<String>::new());
+    let query = ImageQuery {
+        filter: Default::default(),
+        descending: false,
+        limit: 10,
+        offset: 0,
+    };
+    assert_eq!(
+        records
+            .list_images(account.id, &query)
+            .await
+            .expect("list")
+            .total_count,
+        0
+    );
+    aws.table.delete().await;
+}
+
+#[tokio::test]
+async fn a_dynamodb_write_failing_leaves_no_objects() {
+    let Some(aws) = Aws::create().await else {
+        return;
+    };
+    // A store on a table that does not exist: every write fails.
+    let broken: SharedStore = Arc::new(DynamoStore::new(aws.table.client.clone(), "no-such-table"));
+    let stores = Stores {
+        records: broken,
+        files: aws.files(),
+        local_files: None,
+    };
+    let app = App::new(stores, Config::embedded(std::env::temp_dir())).expect("app");
+    let caller = Caller {
+        account_id: 1,
+        user_id: 1,
+        restrict_sub_id: None,
+    };
+    let body = json!({"upload": {"file": png_base64(400, 400)}}).to_string();
+    let result = sitehost::image::upload::upload(&app, &caller, body.as_bytes()).await;
+    assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
+    assert_eq!(aws.object_keys().await, Vec::<String>::new());
+    aws.table.delete().await;
+}
