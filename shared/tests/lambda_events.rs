@@ -78,8 +78,40 @@ fn cases() -> Vec<Case> {
             body: Some(json!({"id": 1, "deleted": true})),
             expect_status: 200,
         },
+        Case {
+            file: "image-list.json",
+            operation: Operation::ImageList,
+            method: "GET",
+            path: "/api/v2/images/",
+            query: "site_id=12345&order_by=-id",
+            body: None,
+            expect_status: 200,
+        },
+        Case {
+            file: "image-get.json",
+            operation: Operation::ImageGet,
+            method: "GET",
+            path: "/api/v2/images/1/",
+            query: "",
+            body: None,
+            expect_status: 200,
+        },
+        Case {
+            file: "image-upload.json",
+            operation: Operation::ImageUpload,
+            method: "POST",
+            path: "/api/v2/images/",
+            query: "",
+            body: Some(
+                json!({"upload": {"name": "dot.png", "file": TINY_PNG}, "site_id": 12345, "business_id": 1}),
+            ),
+            expect_status: 201,
+        },
     ]
 }
+
+/// A 2x2 PNG, as a partner's base64 upload.
+const TINY_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAYAAABytg0kAAAAEUlEQVR4nGP4z8DwH4QZYAwAR8oH+WdZbrcAAAAASUVORK5CYII=";
 
 fn events_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../events")
@@ -96,10 +128,15 @@ fn event_json(case: &Case, nonce: &str) -> Value {
         SIGNED_AT,
         nonce,
     );
-    let route_path = if case.path.ends_with("/1/") {
-        "/api/v2/businesses/{id}/"
+    let collection = if case.path.starts_with("/api/v2/images") {
+        "images"
     } else {
-        "/api/v2/businesses/"
+        "businesses"
+    };
+    let route_path = if case.path.ends_with("/1/") {
+        format!("/api/v2/{collection}/{{id}}/")
+    } else {
+        format!("/api/v2/{collection}/")
     };
     let mut query_map = serde_json::Map::new();
     for (n, v) in &params {
@@ -173,6 +210,19 @@ async fn fixture_app() -> (App, tempfile::TempDir) {
         .create_business(account.id, new, SIGNED_AT - 60)
         .await
         .expect("business");
+    let image = sitehost::image::NewImage {
+        path: "img/upload/existing-abc.png".into(),
+        mimetype: "image/png".into(),
+        width: 10,
+        height: 10,
+        site_id: Some(12345),
+        business_id: None,
+        user_id: 42,
+    };
+    store
+        .create_image(account.id, image, SIGNED_AT - 30)
+        .await
+        .expect("image");
     let mut config = Config::embedded(dir.path().into());
     config.default_scheme = "https".into();
     (
@@ -220,7 +270,19 @@ async fn every_event_runs_through_its_functions_handler() {
                 );
             }
             Operation::BusinessUpdate => assert_eq!(body["deleted"], true),
-            _ => {}
+            Operation::ImageList => assert_eq!(body["meta"]["total_count"], 1),
+            Operation::ImageGet => assert_eq!(body["image"], "img/upload/existing-abc.png"),
+            Operation::ImageUpload => {
+                assert_eq!(
+                    (body["width"].as_u64(), body["height"].as_u64()),
+                    (Some(2), Some(2))
+                );
+                assert_eq!(body["business_id"], 1);
+                assert_eq!(
+                    response.headers()["location"],
+                    format!("/api/v2/images/{}/", body["id"])
+                );
+            }
         }
 
         // The same event is refused by any other function, and by a clock 10 minutes on.
