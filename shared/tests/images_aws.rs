@@ -5,12 +5,10 @@
 
 mod support;
 
-use std::io::Cursor;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use base64::Engine;
 use bytes::Bytes;
 use serde_json::json;
 use sitehost::auth::{Caller, NewKey};
@@ -24,24 +22,7 @@ use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{FileStore, SharedFiles, CACHE_CONTROL};
 use sitehost::store::s3::S3Files;
 use sitehost::store::{SharedStore, Stores};
-
-fn png_base64(width: u32, height: u32) -> String {
-    let img = image::RgbaImage::from_fn(width, height, |x, y| {
-        image::Rgba([x as u8, y as u8, 9, 255])
-    });
-    let mut out = Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png)
-        .expect("png");
-    base64::engine::general_purpose::STANDARD.encode(out.into_inner())
-}
-
-fn jpeg(width: u32, height: u32) -> Vec<u8> {
-    let img = image::RgbImage::from_fn(width, height, |x, y| image::Rgb([x as u8, y as u8, 90]));
-    let mut out = Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Jpeg)
-        .expect("jpeg");
-    out.into_inner()
-}
+use support::media::{b64, file_server, jpeg, png};
 
 fn s3_client(endpoint: &str) -> aws_sdk_s3::Client {
     let config = aws_sdk_s3::Config::builder()
@@ -104,34 +85,12 @@ impl Aws {
     }
 }
 
-/// Answers every request with a JPEG, for `external_url` uploads.
-async fn image_server(body: Vec<u8>) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let body = body.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let _ = stream.read(&mut buf).await;
-                let head = format!("HTTP/1.1 200 OK\r\ncontent-type: image/jpeg\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
-                let _ = stream.write_all(head.as_bytes()).await;
-                let _ = stream.write_all(&body).await;
-            });
-        }
-    });
-    addr.to_string()
-}
-
 #[tokio::test]
 async fn both_upload_forms_on_dynamodb_and_s3() {
     let Some(aws) = Aws::create().await else {
         return;
     };
-    let host = image_server(jpeg(900, 1200)).await;
+    let host = file_server(jpeg(900, 1200), "image/jpeg").await;
     let records = aws.records();
     let mut config = Config::embedded(std::env::temp_dir());
     config.fetch.allow_hosts = vec![host.clone()];
@@ -158,7 +117,7 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
     let client = PartnerClient::new(&base, &key.key, &key.secret);
 
     let by_base64 = client
-        .post("/api/v2/images/", &json!({"upload": {"filename": "logo.png", "file": format!("data:image/png;base64,{}", png_base64(300, 300))}, "site_id": 7}))
+        .post("/api/v2/images/", &json!({"upload": {"filename": "logo.png", "file": format!("data:image/png;base64,{}", b64(&png(300, 300)))}, "site_id": 7}))
         .await
         .expect("upload");
     assert_eq!(by_base64.status, 201, "{}", by_base64.body);
@@ -251,7 +210,7 @@ async fn an_s3_put_failing_leaves_no_record_and_no_objects() {
         user_id: 1,
         restrict_sub_id: None,
     };
-    let body = json!({"upload": {"file": png_base64(700, 500)}}).to_string();
+    let body = json!({"upload": {"file": b64(&png(700, 500))}}).to_string();
     let result = sitehost::image::upload::upload(&app, &caller, body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(aws.object_keys().await, Vec::<String>::new());
@@ -290,7 +249,7 @@ async fn a_dynamodb_write_failing_leaves_no_objects() {
         user_id: 1,
         restrict_sub_id: None,
     };
-    let body = json!({"upload": {"file": png_base64(400, 400)}}).to_string();
+    let body = json!({"upload": {"file": b64(&png(400, 400))}}).to_string();
     let result = sitehost::image::upload::upload(&app, &caller, body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(aws.object_keys().await, Vec::<String>::new());

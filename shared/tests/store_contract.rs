@@ -8,7 +8,6 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::sync::Arc;
 
 use sitehost::store::dynamo::DynamoStore;

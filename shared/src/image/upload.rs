@@ -257,9 +257,19 @@ pub async fn upload(
     };
     let limits = app.config.image_limits.clone();
     let original = bytes.clone();
-    let processed = tokio::task::spawn_blocking(move || pipeline::process(&bytes, &limits))
-        .await
-        .map_err(ApiError::internal)??;
+    let processed =
+        match tokio::task::spawn_blocking(move || pipeline::process(&bytes, &limits)).await {
+            Ok(result) => result?,
+            // A decoder that panics on hostile input fails this upload only, never the process.
+            Err(join) if join.is_panic() => {
+                tracing::error!("the image pipeline panicked on an upload");
+                return Err(ApiError::field(
+                    "upload",
+                    "The image could not be decoded: the file is corrupt.",
+                ));
+            }
+            Err(join) => return Err(ApiError::internal(join)),
+        };
     let path = original_path(&file_stem(name.as_deref()), processed.extension);
     let mut objects = vec![(path.clone(), original, processed.mimetype)];
     for variant in &processed.variants {

@@ -8,6 +8,8 @@
 
 #![allow(dead_code)] // Each test crate uses a different part of this module.
 
+pub mod media;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};

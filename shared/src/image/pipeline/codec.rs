@@ -125,6 +125,11 @@ pub(super) fn decode(bytes: &[u8], header: &Header, limits: &Limits) -> Result<P
 /// zune-jpeg directly (the same decoder `image` uses) to borrow the input without a copy and
 /// to keep greyscale JPEGs single-channel.
 fn decode_jpeg(bytes: &[u8], limits: &Limits) -> Result<Pixels> {
+    if !super::sniff::jpeg_is_complete(bytes) {
+        return Err(bad_upload(
+            "the JPEG is truncated: its image data has no end marker",
+        ));
+    }
     let side = limits.max_side as usize;
     let options = DecoderOptions::default()
         .set_max_width(side)
@@ -224,7 +229,9 @@ fn encode_jpeg(pixels: &Pixels) -> Result<Vec<u8>> {
 
 fn encode_png(pixels: &Pixels) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    PngEncoder::new_with_quality(&mut out, CompressionType::Default, FilterType::Adaptive)
+    // zlib level 3: on the bench images 3-7% larger than level 6 ("Default") for a third
+    // of the time. fdeflate ("Fast") is faster still but made flat artwork 2.3x larger.
+    PngEncoder::new_with_quality(&mut out, CompressionType::Level(3), FilterType::Adaptive)
         .write_image(
             &pixels.data,
             pixels.width,

@@ -139,28 +139,34 @@ fn describe_text(bytes: &[u8]) -> &'static str {
     "text"
 }
 
+/// `len` bytes at `at`, or None if out of bounds (with overflow-checked arithmetic, since
+/// offsets come from the file).
+fn bytes_at(b: &[u8], at: usize, len: usize) -> Option<&[u8]> {
+    b.get(at..at.checked_add(len)?)
+}
+
 fn be16(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at.checked_add(2)?)?;
+    let s = bytes_at(b, at, 2)?;
     Some(u32::from(u16::from_be_bytes([s[0], s[1]])))
 }
 
 fn be32(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at.checked_add(4)?)?;
+    let s = bytes_at(b, at, 4)?;
     Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 fn le16(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at.checked_add(2)?)?;
+    let s = bytes_at(b, at, 2)?;
     Some(u32::from(u16::from_le_bytes([s[0], s[1]])))
 }
 
 fn le24(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at.checked_add(3)?)?;
+    let s = bytes_at(b, at, 3)?;
     Some(u32::from_le_bytes([s[0], s[1], s[2], 0]))
 }
 
 fn le32(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at.checked_add(4)?)?;
+    let s = bytes_at(b, at, 4)?;
     Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
 
@@ -208,6 +214,40 @@ fn jpeg_header(b: &[u8]) -> Option<(u32, u32, u8)> {
     }
 }
 
+/// True if an end-of-image marker follows the first scan. zune-jpeg (like libjpeg) decodes
+/// a truncated file without error, filling the missing part with grey; this catches that.
+/// Inside entropy-coded data 0xFF is always followed by 0x00 or a restart marker, so an
+/// FF D9 after the first SOS is the real EOI (or that of an image appended after ours, as
+/// in MPF files and motion photos, which are complete too). Searching from the end finds it
+/// at once in ordinary files.
+pub(super) fn jpeg_is_complete(b: &[u8]) -> bool {
+    let Some(scan) = jpeg_first_scan(b) else {
+        return false;
+    };
+    b[scan..].windows(2).rev().any(|w| w == [0xFF, 0xD9])
+}
+
+/// Offset just after the first SOS marker.
+fn jpeg_first_scan(b: &[u8]) -> Option<usize> {
+    let mut pos = 2;
+    loop {
+        if *b.get(pos)? != 0xFF {
+            return None;
+        }
+        while *b.get(pos)? == 0xFF {
+            pos += 1;
+        }
+        let marker = b[pos];
+        pos += 1;
+        match marker {
+            0x01 | 0xD0..=0xD8 => continue,
+            0xD9 => return None,
+            0xDA => return Some(pos),
+            _ => pos += be16(b, pos)? as usize,
+        }
+    }
+}
+
 /// IHDR must be the first chunk; an eXIf chunk, if any, comes before the image data.
 fn png_header(b: &[u8]) -> Option<(u32, u32, u8)> {
     if b.get(12..16)? != b"IHDR" {
@@ -221,17 +261,18 @@ fn png_header(b: &[u8]) -> Option<(u32, u32, u8)> {
     }
     let mut orientation = 1;
     let mut pos = 8usize;
-    while let (Some(len), Some(kind)) = (be32(b, pos), b.get(pos + 4..pos + 8)) {
+    while let (Some(len), Some(kind)) = (be32(b, pos), bytes_at(b, pos.saturating_add(4), 4)) {
         let len = len as usize;
         if kind == b"IDAT" {
             break;
         }
         if kind == b"eXIf" {
-            if let Some(data) = b.get(pos + 8..(pos + 8).saturating_add(len)) {
+            if let Some(data) = bytes_at(b, pos + 8, len) {
                 orientation = tiff_orientation(data).unwrap_or(1);
             }
             break;
         }
+        // Length, type, data, CRC.
         pos = pos.saturating_add(12).saturating_add(len);
     }
     Some((width, height, orientation))
@@ -278,11 +319,11 @@ fn webp_header(b: &[u8]) -> Option<(u32, u32, u8)> {
 /// Finds the EXIF chunk of an extended WebP (usually after the image data).
 fn webp_exif_orientation(b: &[u8]) -> Option<u8> {
     let mut pos = 12usize;
-    while let (Some(kind), Some(len)) = (b.get(pos..pos + 4), le32(b, pos + 4)) {
+    while let (Some(kind), Some(len)) = (bytes_at(b, pos, 4), le32(b, pos.saturating_add(4))) {
         let len = len as usize;
         let body = pos + 8;
         if kind == b"EXIF" {
-            let data = b.get(body..body.checked_add(len)?)?;
+            let data = bytes_at(b, body, len)?;
             // Some writers keep the JPEG-style "Exif\0\0" prefix.
             let tiff = data.strip_prefix(b"Exif\0\0").unwrap_or(data);
             return tiff_orientation(tiff);
@@ -317,13 +358,13 @@ pub(super) fn tiff_orientation(tiff: &[u8]) -> Option<u8> {
     let ifd = u32_at(4)? as usize;
     let count = u16_at(ifd)? as usize;
     for i in 0..count {
-        let entry = ifd + 2 + 12 * i;
+        let entry = ifd.checked_add(2 + 12 * i)?;
         if u16_at(entry)? == 0x0112 {
             // Type SHORT (3): the value sits in the first two bytes of the value field.
-            if u16_at(entry + 2)? != 3 {
+            if u16_at(entry.checked_add(2)?)? != 3 {
                 return None;
             }
-            let value = u16_at(entry + 8)?;
+            let value = u16_at(entry.checked_add(8)?)?;
             return (1..=8).contains(&value).then_some(value as u8);
         }
     }

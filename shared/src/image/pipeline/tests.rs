@@ -474,6 +474,37 @@ fn truncated_png_is_rejected() {
 }
 
 #[test]
+fn truncated_files_of_every_format_are_rejected() {
+    let rgb = gradient(300, 200);
+    let cases = [
+        ("JPEG", jpeg(&rgb)),
+        ("PNG", png(&DynamicImage::ImageRgb8(rgb.clone()))),
+        (
+            "GIF",
+            gif_frames(vec![DynamicImage::ImageRgb8(rgb.clone()).to_rgba8()]),
+        ),
+        ("WebP", webp_lossy(&rgb)),
+    ];
+    for (name, bytes) in cases {
+        // Cut well into the image data, and just before the end of it.
+        for keep in [bytes.len() * 6 / 10, bytes.len() - 20] {
+            let err = process(&bytes[..keep], &Limits::default()).expect_err(name);
+            assert_eq!(err.status(), 400, "{name} cut at {keep}");
+            assert!(message(&err).contains(name), "{}", message(&err));
+        }
+    }
+}
+
+#[test]
+fn jpeg_with_data_after_the_end_is_accepted() {
+    // Motion photos and MPF files append more data after the JPEG's end marker.
+    let mut bytes = jpeg(&gradient(64, 48));
+    bytes.extend(b"\0\0\0\x18ftypmp42 and then a video");
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!((processed.width, processed.height), (64, 48));
+}
+
+#[test]
 fn truncated_jpeg_header_is_rejected() {
     let bytes = jpeg(&gradient(64, 64));
     let err = process(&bytes[..12], &Limits::default()).expect_err("truncated");
@@ -609,4 +640,38 @@ fn webp_with_alpha_keeps_alpha() {
     assert!(thumbnail.color().has_alpha());
     assert!(thumbnail.get_pixel(10, 50).0[3] < 10);
     assert!(thumbnail.get_pixel(140, 50).0[3] > 245);
+}
+
+/// Wraps a simple lossy WebP into an extended (VP8X) one with an EXIF chunk after the
+/// image data, where writers put it.
+fn webp_with_exif(simple: &[u8], width: u32, height: u32, orientation: u16) -> Vec<u8> {
+    let mut body = b"WEBP".to_vec();
+    body.extend(b"VP8X");
+    body.extend(10u32.to_le_bytes());
+    body.extend([0x08, 0, 0, 0]); // EXIF present
+    body.extend(&(width - 1).to_le_bytes()[..3]);
+    body.extend(&(height - 1).to_le_bytes()[..3]);
+    body.extend(&simple[12..]);
+    let tiff = exif_app1(orientation, true)[10..].to_vec();
+    body.extend(b"EXIF");
+    body.extend((tiff.len() as u32).to_le_bytes());
+    body.extend(&tiff);
+    if tiff.len() % 2 == 1 {
+        body.push(0);
+    }
+    let mut file = b"RIFF".to_vec();
+    file.extend((body.len() as u32).to_le_bytes());
+    file.extend(body);
+    file
+}
+
+#[test]
+fn webp_exif_orientation_is_applied() {
+    let stored = stored_for(8, 300, 200);
+    let bytes = webp_with_exif(&webp_lossy(&stored), 200, 300, 8);
+    let info = inspect(&bytes, &Limits::default()).expect("inspect");
+    assert_eq!((info.width, info.height, info.orientation), (300, 200, 8));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!(processed.format, ImageFormat::WebP);
+    assert_upright(&decode(&processed.variants[4].bytes), "webp thumbnail");
 }
