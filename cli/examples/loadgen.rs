@@ -58,7 +58,9 @@ async fn seed(data_dir: PathBuf, count: u64) -> Result<(), Box<dyn std::error::E
     let store = SqliteStore::open(&data_dir)?;
     let account = store.ensure_account("bench").await?;
     let now = SystemClock.now();
-    let key = store.create_key(NewKey::generate(account.id, None, None, now)).await?;
+    let key = store
+        .create_key(NewKey::generate(account.id, None, None, now))
+        .await?;
     let started = Instant::now();
     for i in 0..count {
         let new = NewBusiness {
@@ -69,14 +71,27 @@ async fn seed(data_dir: PathBuf, count: u64) -> Result<(), Box<dyn std::error::E
             logo_image_id: None,
             user_id: key.user_id,
         };
-        store.create_business(account.id, new, now - (count - i) as i64).await?;
+        store
+            .create_business(account.id, new, now - (count - i) as i64)
+            .await?;
     }
-    eprintln!("seeded {count} businesses in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "seeded {count} businesses in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     println!("{}", json!({"key": key.key, "secret": key.secret}));
     Ok(())
 }
 
-async fn run(url: String, key: String, secret: String, path: String, ids: u64, concurrency: usize, seconds: u64) {
+async fn run(
+    url: String,
+    key: String,
+    secret: String,
+    path: String,
+    ids: u64,
+    concurrency: usize,
+    seconds: u64,
+) {
     let client = Arc::new(PartnerClient::new(&url, &key, &secret));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let tasks: Vec<_> = (0..concurrency)
@@ -134,9 +149,15 @@ async fn run(url: String, key: String, secret: String, path: String, ids: u64, c
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match Cli::parse().command {
         Command::Seed { data_dir, count } => seed(data_dir, count).await?,
-        Command::Run { url, key, secret, path, ids, concurrency, seconds } => {
-            run(url, key, secret, path, ids, concurrency, seconds).await
-        }
+        Command::Run {
+            url,
+            key,
+            secret,
+            path,
+            ids,
+            concurrency,
+            seconds,
+        } => run(url, key, secret, path, ids, concurrency, seconds).await,
     }
     Ok(())
 }

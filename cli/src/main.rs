@@ -188,13 +188,21 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
 
 fn variants(file: &std::path::Path, outdir: &std::path::Path) -> Result<(), String> {
     use sitehost::image::pipeline::{process_file_timed, write_variants};
-    let limits = Config::from_env("embedded").map_err(|e| e.to_string())?.image_limits;
+    let limits = Config::from_env("embedded")
+        .map_err(|e| e.to_string())?
+        .image_limits;
     let processed = process_file_timed(file, &limits).map_err(|e| match e {
         sitehost::ApiError::Validation(fields) => format!("{}: {fields:?}", file.display()),
         other => other.to_string(),
     })?;
     let paths = write_variants(&processed, outdir).map_err(|e| e.to_string())?;
-    println!("{} {}x{} ({})", processed.format.name(), processed.width, processed.height, processed.mimetype);
+    println!(
+        "{} {}x{} ({})",
+        processed.format.name(),
+        processed.width,
+        processed.height,
+        processed.mimetype
+    );
     for (variant, path) in processed.variants.iter().zip(&paths) {
         println!(
             "  {:<9} {:>4}x{:<4} {:>9} bytes  {}",
