@@ -210,8 +210,8 @@ async fn store_files(
 /// Best-effort removal of an upload's files (a missing file is fine).
 async fn remove_files(files: &SharedFiles, paths: &[String]) {
     let mut tasks = tokio::task::JoinSet::new();
-    for path in paths.iter().cloned() {
-        let files = std::sync::Arc::clone(files);
+    for path in paths {
+        let (files, path) = (std::sync::Arc::clone(files), path.clone());
         tasks.spawn(async move {
             if let Err(err) = files.delete(&path).await {
                 tracing::error!(path = %path, error = %err, "could not remove a file of a failed upload");
@@ -255,7 +255,7 @@ pub async fn upload(
             (Bytes::from(decode_base64(data, max)?), name.clone())
         }
     };
-    let limits = app.config.image_limits.clone();
+    let limits = app.config.image_limits;
     let original = bytes.clone();
     let processed =
         match tokio::task::spawn_blocking(move || pipeline::process(&bytes, &limits)).await {

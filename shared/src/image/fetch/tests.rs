@@ -140,7 +140,7 @@ async fn redirect_chain_server() -> SocketAddr {
             return;
         }
         let port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
-        let location = if n % 2 == 0 {
+        let location = if n.is_multiple_of(2) {
             format!("/r/{}", n - 1)
         } else {
             format!("http://127.0.0.1:{port}/r/{}", n - 1)

@@ -1,0 +1,409 @@
+//! `events/cloudfront-*.json`: API Gateway HTTP API (payload v2) events as they arrive
+//! through the CloudFront distribution of `template.yaml`. `Host` is the execute-api domain
+//! (the origin request policy forwards every viewer header but `Host`), the viewer-request
+//! CloudFront Function has put the frontend host into `X-Forwarded-Host`, and CloudFront
+//! added `Via`, `X-Amz-Cf-Id` and its edge address to `X-Forwarded-For`. The partner signed
+//! the request against `https://<frontend host>/...`.
+//!
+//! Each event runs through its function's handler under a fixed clock and a known key, as
+//! `lambda_events.rs` does: the right signature is accepted, and the same event with another
+//! `X-Forwarded-Host` (a signature made for another host) is a 401. One event is sent straight
+//! to the execute-api domain and signed against it.
+//!
+//! `SITEHOST_WRITE_EVENTS=1 cargo test -p sitehost --test cloudfront_events` rewrites the
+//! events after a change to this file.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use sitehost::auth::{oauth1, NewKey};
+use sitehost::clock::FixedClock;
+use sitehost::config::Config;
+use sitehost::http::{lambda, App, Operation};
+use sitehost::store::Stores;
+
+const KEY: &str = "cloudfrontfixturekey";
+const SECRET: &str = "cloudfrontfixturesecret00000000000000001";
+/// 2024-05-01T12:00:00Z: when the events were signed.
+const SIGNED_AT: i64 = 1_714_564_800;
+const API_ID: &str = "abc123";
+const API_HOST: &str = "abc123.execute-api.us-east-1.amazonaws.com";
+/// The distribution's domain, the host partners call.
+const FRONTEND_HOST: &str = "d111111abcdef8.cloudfront.net";
+/// A custom domain (the template's `DomainName`) in front of the same distribution.
+const CUSTOM_HOST: &str = "api.example.com";
+/// Another distribution: a signature made for it must not verify here.
+const OTHER_HOST: &str = "d222222abcdef8.cloudfront.net";
+/// The CloudFront edge that forwarded the request (the source address API Gateway sees).
+const EDGE_IP: &str = "130.176.0.12";
+const CLIENT_IP: &str = "203.0.113.10";
+
+/// How the request reached API Gateway.
+#[derive(Clone, Copy, PartialEq)]
+enum Via {
+    /// Through the distribution, the viewer having called this host.
+    CloudFront(&'static str),
+    /// Straight to the execute-api domain.
+    Direct,
+}
+
+struct Case {
+    file: &'static str,
+    operation: Operation,
+    method: &'static str,
+    path: &'static str,
+    route_path: &'static str,
+    query: &'static str,
+    body: Option<Value>,
+    via: Via,
+    expect_status: u16,
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            file: "cloudfront-business-list.json",
+            operation: Operation::BusinessList,
+            method: "GET",
+            path: "/api/v2/businesses/",
+            route_path: "/api/v2/businesses/",
+            query: "limit=2&project_type=default",
+            body: None,
+            via: Via::CloudFront(FRONTEND_HOST),
+            expect_status: 200,
+        },
+        Case {
+            file: "cloudfront-business-get.json",
+            operation: Operation::BusinessGet,
+            method: "GET",
+            path: "/api/v2/businesses/1",
+            route_path: "/api/v2/businesses/{id}",
+            query: "",
+            body: None,
+            via: Via::CloudFront(FRONTEND_HOST),
+            expect_status: 200,
+        },
+        Case {
+            file: "cloudfront-business-create.json",
+            operation: Operation::BusinessCreate,
+            method: "POST",
+            path: "/api/v2/businesses/",
+            route_path: "/api/v2/businesses/",
+            query: "",
+            body: Some(json!({"business_name": "Harbour Cafe", "partner_business_id": "hc-77"})),
+            via: Via::CloudFront(FRONTEND_HOST),
+            expect_status: 201,
+        },
+        Case {
+            file: "cloudfront-business-update.json",
+            operation: Operation::BusinessUpdate,
+            method: "PUT",
+            path: "/api/v2/businesses/1/",
+            route_path: "/api/v2/businesses/{id}/",
+            query: "",
+            body: Some(json!({"id": 1, "deleted": true})),
+            via: Via::CloudFront(FRONTEND_HOST),
+            expect_status: 200,
+        },
+        Case {
+            file: "cloudfront-image-get.json",
+            operation: Operation::ImageGet,
+            method: "GET",
+            path: "/api/v2/images/1/",
+            route_path: "/api/v2/images/{id}/",
+            query: "",
+            body: None,
+            via: Via::CloudFront(FRONTEND_HOST),
+            expect_status: 200,
+        },
+        Case {
+            file: "cloudfront-custom-domain-business-list.json",
+            operation: Operation::BusinessList,
+            method: "GET",
+            path: "/api/v2/businesses",
+            route_path: "/api/v2/businesses",
+            query: "order_by=-business_name",
+            body: None,
+            via: Via::CloudFront(CUSTOM_HOST),
+            expect_status: 200,
+        },
+        Case {
+            file: "cloudfront-direct-business-list.json",
+            operation: Operation::BusinessList,
+            method: "GET",
+            path: "/api/v2/businesses/",
+            route_path: "/api/v2/businesses/",
+            query: "limit=5",
+            body: None,
+            via: Via::Direct,
+            expect_status: 200,
+        },
+    ]
+}
+
+fn events_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../events")
+}
+
+fn event_json(case: &Case, nonce: &str) -> Value {
+    let params = oauth1::parse_query(case.query).unwrap_or_default();
+    let signed_host = match case.via {
+        Via::CloudFront(host) => host,
+        Via::Direct => API_HOST,
+    };
+    let auth = oauth1::authorization_header(
+        case.method,
+        &format!("https://{signed_host}{}", case.path),
+        &params,
+        KEY,
+        SECRET,
+        SIGNED_AT,
+        nonce,
+    );
+    let body = case.body.as_ref().map(Value::to_string);
+    let mut headers = json!({
+        "accept": "*/*",
+        "accept-encoding": "gzip, deflate",
+        "authorization": auth,
+        "host": API_HOST,
+        "user-agent": "python-requests/2.31.0",
+        "x-amzn-trace-id": "Root=1-66322dc0-0123456789abcdef01234567",
+        "x-forwarded-port": "443",
+        "x-forwarded-proto": "https"
+    });
+    if let Some(body) = &body {
+        headers["content-type"] = json!("application/json");
+        headers["content-length"] = json!(body.len().to_string());
+    }
+    let source_ip = match case.via {
+        Via::CloudFront(host) => {
+            headers["via"] =
+                json!("2.0 0c6f3e8d0b7e5b4c2b1a0f9e8d7c6b5a.cloudfront.net (CloudFront)");
+            headers["x-amz-cf-id"] = json!(format!(
+                "Z2Jr4n0cF1x{nonce}q8Yw5dS3aL0kP7mV9tE1uB6hC2gN4oR=="
+            ));
+            headers["x-forwarded-for"] = json!(format!("{CLIENT_IP}, {EDGE_IP}"));
+            headers["x-forwarded-host"] = json!(host);
+            EDGE_IP
+        }
+        Via::Direct => {
+            headers["x-forwarded-for"] = json!(CLIENT_IP);
+            CLIENT_IP
+        }
+    };
+    let mut query_map = serde_json::Map::new();
+    for (n, v) in &params {
+        query_map.insert(n.clone(), json!(v));
+    }
+    let route_key = format!("{} {}", case.method, case.route_path);
+    json!({
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": case.path,
+        "rawQueryString": case.query,
+        "headers": headers,
+        "queryStringParameters": if query_map.is_empty() { Value::Null } else { Value::Object(query_map) },
+        "pathParameters": if case.route_path.contains("{id}") { json!({"id": "1"}) } else { Value::Null },
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": API_ID,
+            "domainName": API_HOST,
+            "domainPrefix": API_ID,
+            "http": {
+                "method": case.method,
+                "path": case.path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": source_ip,
+                "userAgent": "python-requests/2.31.0"
+            },
+            "requestId": format!("req-{nonce}"),
+            "routeKey": route_key,
+            "stage": "$default",
+            "time": "01/May/2024:12:00:00 +0000",
+            "timeEpoch": SIGNED_AT * 1000
+        },
+        "body": body,
+        "isBase64Encoded": false
+    })
+}
+
+/// A fresh embedded store with the fixture key and one business, and an app whose clock is
+/// 5 s after the signing time. `public_hosts` is `SITEHOST_PUBLIC_HOSTS`.
+async fn fixture_app(public_hosts: &[&str]) -> (App, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stores = Stores::embedded(dir.path()).expect("stores");
+    let store = Arc::clone(&stores.records);
+    let account = store.ensure_account("cloudfront").await.expect("account");
+    store
+        .create_key(NewKey {
+            key: KEY.into(),
+            secret: SECRET.into(),
+            account_id: account.id,
+            user_id: Some(42),
+            partner_sub_id: None,
+            created: SIGNED_AT,
+        })
+        .await
+        .expect("key");
+    let new = sitehost::business::NewBusiness {
+        business_name: "Existing".into(),
+        partner_business_id: None,
+        partner_sub_id: None,
+        category_id: None,
+        logo_image_id: None,
+        user_id: 42,
+    };
+    store
+        .create_business(account.id, new, SIGNED_AT - 60)
+        .await
+        .expect("business");
+    let image = sitehost::image::NewImage {
+        path: "img/upload/existing-abc.png".into(),
+        mimetype: "image/png".into(),
+        width: 10,
+        height: 10,
+        site_id: Some(12345),
+        business_id: None,
+        user_id: 42,
+    };
+    store
+        .create_image(account.id, image, SIGNED_AT - 30)
+        .await
+        .expect("image");
+    let mut config = Config::embedded(dir.path().into());
+    // As on Lambda: `Config::from_env("dynamodb")` defaults the scheme to https.
+    config.default_scheme = "https".into();
+    config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
+    (
+        App::new(stores, config)
+            .expect("app")
+            .with_clock(Arc::new(FixedClock(SIGNED_AT + 5))),
+        dir,
+    )
+}
+
+/// Runs an event (JSON text) through an operation's handler: status and JSON body.
+async fn run(
+    public_hosts: &[&str],
+    operation: Operation,
+    event: &str,
+) -> (u16, Value, lambda_http::Response<lambda_http::Body>) {
+    let (app, _dir) = fixture_app(public_hosts).await;
+    let request = lambda_http::request::from_str(event).expect("an API Gateway event");
+    let response = lambda::to_lambda(
+        app.handle_operation(operation, lambda::from_lambda(request))
+            .await,
+    );
+    let body = match response.body() {
+        lambda_http::Body::Text(t) => serde_json::from_str(t).expect("json body"),
+        other => panic!("unexpected body {other:?}"),
+    };
+    (response.status().as_u16(), body, response)
+}
+
+/// The event with its `x-forwarded-host` header replaced, or removed with `None`.
+fn with_forwarded_host(event: &str, host: Option<&str>) -> String {
+    let mut value: Value = serde_json::from_str(event).expect("event json");
+    let headers = value["headers"].as_object_mut().expect("headers");
+    match host {
+        Some(host) => headers.insert("x-forwarded-host".into(), json!(host)),
+        None => headers.remove("x-forwarded-host"),
+    };
+    value.to_string()
+}
+
+fn read_event(case: &Case, index: usize) -> String {
+    let path = events_dir().join(case.file);
+    if std::env::var("SITEHOST_WRITE_EVENTS").is_ok_and(|v| v == "1") {
+        let event = event_json(case, &format!("cfnonce{index:04}"));
+        let text = serde_json::to_string_pretty(&event).expect("json");
+        std::fs::write(&path, text + "\n").expect("write event");
+    }
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test]
+async fn events_through_cloudfront_verify_against_the_frontend_host() {
+    for (i, case) in cases().iter().enumerate() {
+        let text = read_event(case, i);
+        let event: Value = serde_json::from_str(&text).expect("event json");
+        assert_eq!(event["headers"]["host"], API_HOST, "{}", case.file);
+        assert_eq!(
+            event["headers"]["x-forwarded-proto"], "https",
+            "{}",
+            case.file
+        );
+
+        let (status, body, response) = run(&[], case.operation, &text).await;
+        assert_eq!(status, case.expect_status, "{}: {body}", case.file);
+        match case.operation {
+            Operation::BusinessList => assert_eq!(body["meta"]["total_count"], 1),
+            Operation::BusinessGet => assert_eq!(body["business_name"], "Existing"),
+            Operation::BusinessCreate => {
+                assert_eq!(body["business_name"], "Harbour Cafe");
+                assert_eq!(body["user_id"], 42);
+                assert_eq!(
+                    response.headers()["location"],
+                    format!("/api/v2/businesses/{}/", body["id"])
+                );
+            }
+            Operation::BusinessUpdate => assert_eq!(body["deleted"], true),
+            Operation::ImageGet => assert_eq!(body["image"], "img/upload/existing-abc.png"),
+            _ => {}
+        }
+
+        match case.via {
+            Via::CloudFront(host) => {
+                assert_eq!(event["headers"]["x-forwarded-host"], host, "{}", case.file);
+                assert!(event["headers"]["via"]
+                    .as_str()
+                    .is_some_and(|v| v.ends_with("(CloudFront)")));
+                assert!(event["headers"]["x-amz-cf-id"].is_string());
+
+                // The same request, had the viewer called another host: the signature
+                // covers the host, so it no longer verifies.
+                let other = with_forwarded_host(&text, Some(OTHER_HOST));
+                let (status, body, response) = run(&[], case.operation, &other).await;
+                assert_eq!(status, 401, "{}: {body}", case.file);
+                assert_eq!(body["error"], "invalid signature", "{}", case.file);
+                assert!(response.headers().contains_key("www-authenticate"));
+
+                // Without the CloudFront Function's header only `Host` (the execute-api
+                // domain) is left: refused, unless the frontend host is configured in
+                // SITEHOST_PUBLIC_HOSTS (the template's ExtraPublicHosts / DomainName).
+                let stripped = with_forwarded_host(&text, None);
+                let (status, body, _) = run(&[], case.operation, &stripped).await;
+                assert_eq!(status, 401, "{}: {body}", case.file);
+                let (status, body, _) = run(&[host], case.operation, &stripped).await;
+                assert_eq!(status, case.expect_status, "{}: {body}", case.file);
+            }
+            Via::Direct => {
+                assert!(event["headers"].get("x-forwarded-host").is_none());
+                assert!(event["headers"].get("via").is_none());
+                // Signed against the execute-api domain: a frontend host claimed in
+                // X-Forwarded-Host does not stop `Host` from being tried.
+                let claimed = with_forwarded_host(&text, Some(FRONTEND_HOST));
+                let (status, body, _) = run(&[], case.operation, &claimed).await;
+                assert_eq!(status, case.expect_status, "{}: {body}", case.file);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_cloudfront_event_file_is_a_case() {
+    let names: Vec<&str> = cases().iter().map(|c| c.file).collect();
+    let mut files: Vec<String> = std::fs::read_dir(events_dir())
+        .expect("events dir")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("cloudfront-") && n.ends_with(".json"))
+        .collect();
+    files.sort();
+    for file in &files {
+        assert!(
+            names.contains(&file.as_str()),
+            "events/{file} is not run by any case"
+        );
+    }
+}

@@ -1,0 +1,640 @@
+//! `template.yaml` agrees with the code:
+//! - every HttpApi route of the template is served, in the local router, by the operation
+//!   of the function that gets it (functions/business-list => `Operation::BusinessList`);
+//! - every route of the router (each operation, with and without the trailing slash) is in
+//!   the template, on exactly one function;
+//! - every environment variable the code reads is set for the functions that need it, or is
+//!   optional with a default documented in docs/deploy.md; the test-only ones are never set;
+//! - every function's CodeUri is a workspace member whose package and binary carry its name;
+//! - the CloudFront `/api/*` behaviour forwards what signature checks need, and the IAM
+//!   policies keep read-only functions read-only.
+//!
+//! The template is parsed as `serde_yaml::Value`, which keeps CloudFormation tags (`!Ref`,
+//! `!Sub`, `!GetAtt`, `!If`) as tagged values.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use http::Method;
+use serde_yaml::Value;
+use sitehost::http::{route, Operation};
+
+/// Read by every function: the template sets them in `Globals` (or on each function).
+const SET_FOR_ALL: &[&str] = &[
+    "SITEHOST_STORE",
+    "SITEHOST_TABLE",
+    "SITEHOST_PUBLIC_HOSTS",
+    "SITEHOST_DEFAULT_SCHEME",
+    "RUST_LOG",
+];
+
+/// Needed by some functions only (function directory names).
+const SET_FOR: &[(&str, &[&str])] = &[("SITEHOST_BUCKET", &["image-upload"])];
+
+/// Optional: unset, the code's default applies. docs/deploy.md lists each with its default.
+const OPTIONAL: &[&str] = &[
+    "SITEHOST_BUCKET",
+    "SITEHOST_DATA_DIR",
+    "SITEHOST_MAX_BODY_BYTES",
+    "SITEHOST_ID_BLOCK",
+    "SITEHOST_UPLOAD_MAX_BYTES",
+    "SITEHOST_FETCH_MAX_BYTES",
+    "SITEHOST_MAX_PIXELS",
+    "SITEHOST_MAX_SIDE",
+];
+
+/// For tests only; a deployed function must never have them. `SITEHOST_TEST_*` too.
+const NEVER_SET: &[&str] = &["SITEHOST_FETCH_ALLOW_HOSTS", "SITEHOST_WRITE_EVENTS"];
+const TEST_ONLY_PREFIX: &str = "SITEHOST_TEST_";
+
+const CACHING_DISABLED: &str = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad";
+const ALL_VIEWER_EXCEPT_HOST_HEADER: &str = "b689b0a8-53d0-40ab-baf2-68738e2966ac";
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn template() -> Value {
+    let path = workspace_root().join("template.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_yaml::from_str(&text).expect("template.yaml is not valid YAML")
+}
+
+/// The value under a CloudFormation tag such as `!Ref` (`tag` without the `!`).
+fn tagged<'a>(value: &'a Value, tag: &str) -> Option<&'a Value> {
+    match value {
+        Value::Tagged(t) if t.tag == tag => Some(&t.value),
+        _ => None,
+    }
+}
+
+fn str_of<'a>(value: &'a Value, what: &str) -> &'a str {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("{what} must be a plain string, got {value:?}"))
+}
+
+/// `BusinessList` => `business-list`: the function directory, package and binary name.
+fn kebab(operation: Operation) -> String {
+    let mut out = String::new();
+    for (i, c) in format!("{operation:?}").chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('-');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn operation_for_dir(dir: &str) -> Operation {
+    Operation::ALL
+        .into_iter()
+        .find(|op| kebab(*op) == dir)
+        .unwrap_or_else(|| panic!("functions/{dir} names no Operation"))
+}
+
+/// One `AWS::Serverless::Function` of the template.
+struct Function {
+    logical_id: String,
+    /// The directory under functions/ (from `CodeUri`).
+    dir: String,
+    resource: Value,
+}
+
+impl Function {
+    fn properties(&self) -> &Value {
+        &self.resource["Properties"]
+    }
+
+    /// `(method, path)` of each HttpApi event.
+    fn routes(&self) -> Vec<(String, String)> {
+        let mut routes = Vec::new();
+        let Some(events) = self.properties().get("Events").and_then(Value::as_mapping) else {
+            return routes;
+        };
+        for (name, event) in events {
+            if event["Type"].as_str() != Some("HttpApi") {
+                continue;
+            }
+            let props = &event["Properties"];
+            let what = format!("{}.Events.{name:?}", self.logical_id);
+            assert_eq!(
+                tagged(&props["ApiId"], "Ref").and_then(Value::as_str),
+                Some("HttpApi"),
+                "{what}: ApiId must be !Ref HttpApi"
+            );
+            routes.push((
+                str_of(&props["Method"], &what).to_ascii_uppercase(),
+                str_of(&props["Path"], &what).to_string(),
+            ));
+        }
+        routes
+    }
+
+    fn environment(&self) -> BTreeSet<String> {
+        variables(self.properties())
+    }
+
+    /// Every IAM statement of the function's `Policies`.
+    fn statements(&self) -> Vec<&Value> {
+        self.properties()["Policies"]
+            .as_sequence()
+            .map(|policies| {
+                policies
+                    .iter()
+                    .filter_map(|p| p.get("Statement").and_then(Value::as_sequence))
+                    .flatten()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn variables(properties: &Value) -> BTreeSet<String> {
+    properties
+        .get("Environment")
+        .and_then(|e| e.get("Variables"))
+        .and_then(Value::as_mapping)
+        .map(|vars| {
+            vars.keys()
+                .map(|k| str_of(k, "variable name").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn functions(template: &Value) -> Vec<Function> {
+    let resources = template["Resources"].as_mapping().expect("Resources");
+    let mut functions = Vec::new();
+    for (id, resource) in resources {
+        if resource["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let logical_id = str_of(id, "logical id").to_string();
+        let code_uri = str_of(&resource["Properties"]["CodeUri"], "CodeUri");
+        let dir = code_uri
+            .trim_end_matches('/')
+            .strip_prefix("functions/")
+            .unwrap_or_else(|| panic!("{logical_id}: CodeUri {code_uri} is not functions/<name>"))
+            .to_string();
+        functions.push(Function {
+            logical_id,
+            dir,
+            resource: resource.clone(),
+        });
+    }
+    assert!(!functions.is_empty(), "no functions in template.yaml");
+    functions
+}
+
+/// `/api/v2/businesses/{id}/` => `/api/v2/businesses/1/`.
+fn concrete(path: &str) -> String {
+    path.replace("{id}", "1")
+}
+
+#[test]
+fn every_template_route_is_served_by_its_functions_operation() {
+    let template = template();
+    for function in functions(&template) {
+        let operation = operation_for_dir(&function.dir);
+        let routes = function.routes();
+        assert!(
+            !routes.is_empty(),
+            "{} has no HttpApi route",
+            function.logical_id
+        );
+        for (method, path) in routes {
+            let m = Method::from_bytes(method.as_bytes()).expect("method");
+            let routed = route(&m, &concrete(&path)).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {method} {path} is not a route of sitehost::http::route: {e:?}",
+                    function.logical_id
+                )
+            });
+            assert_eq!(
+                routed.operation, operation,
+                "{}: {method} {path} is routed to {:?} locally, but the template sends it to {}",
+                function.logical_id, routed.operation, function.dir
+            );
+            assert_eq!(
+                routed.id.is_some(),
+                path.contains("{id}"),
+                "{method} {path}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_router_route_is_in_the_template_once() {
+    let template = template();
+    let mut in_template: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for function in functions(&template) {
+        for route in function.routes() {
+            in_template
+                .entry(route)
+                .or_default()
+                .push(function.logical_id.clone());
+        }
+    }
+    for (route, owners) in &in_template {
+        assert_eq!(owners.len(), 1, "{route:?} is claimed by {owners:?}");
+    }
+
+    // Every (method, path) the router accepts, with and without the trailing slash.
+    let methods = [
+        Method::GET,
+        Method::POST,
+        Method::PUT,
+        Method::PATCH,
+        Method::DELETE,
+    ];
+    let mut served = BTreeSet::new();
+    for resource in ["businesses", "images"] {
+        for template_path in [
+            format!("/api/v2/{resource}/"),
+            format!("/api/v2/{resource}"),
+            format!("/api/v2/{resource}/{{id}}/"),
+            format!("/api/v2/{resource}/{{id}}"),
+        ] {
+            for method in &methods {
+                let Ok(routed) = route(method, &concrete(&template_path)) else {
+                    continue;
+                };
+                served.insert(routed.operation);
+                let key = (method.to_string(), template_path.clone());
+                assert!(
+                    in_template.contains_key(&key),
+                    "the router serves {} {template_path} ({:?}) but template.yaml has no such \
+                     HttpApi route",
+                    key.0,
+                    routed.operation
+                );
+            }
+        }
+    }
+    for operation in Operation::ALL {
+        assert!(
+            served.contains(&operation),
+            "{operation:?} is reached by no path tried here: add its resource to this test"
+        );
+    }
+}
+
+#[test]
+fn each_operation_has_one_function_and_code_uri_is_a_workspace_member() {
+    let template = template();
+    let functions = functions(&template);
+    let dirs: BTreeSet<&str> = functions.iter().map(|f| f.dir.as_str()).collect();
+    assert_eq!(dirs.len(), functions.len(), "two functions share a CodeUri");
+    let expected: BTreeSet<String> = Operation::ALL.into_iter().map(kebab).collect();
+    let found: BTreeSet<String> = dirs.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        found, expected,
+        "template functions differ from Operation::ALL"
+    );
+
+    let root = workspace_root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let members = workspace_members(&manifest);
+    for function in &functions {
+        let dir = root.join("functions").join(&function.dir);
+        assert!(
+            dir.join("src/main.rs").is_file(),
+            "{}: {} has no src/main.rs",
+            function.logical_id,
+            dir.display()
+        );
+        let member = format!("functions/{}", function.dir);
+        assert!(
+            members.contains(&member),
+            "{}: {member} is not a workspace member",
+            function.logical_id
+        );
+        let package = std::fs::read_to_string(dir.join("Cargo.toml")).expect("member Cargo.toml");
+        assert!(
+            package
+                .lines()
+                .any(|l| l.replace(' ', "") == format!("name=\"{}\"", function.dir)),
+            "{}: the package in {member} must be named {}",
+            function.logical_id,
+            function.dir
+        );
+        let metadata = &function.resource["Metadata"];
+        assert_eq!(
+            metadata["BuildMethod"].as_str(),
+            Some("rust-cargolambda"),
+            "{}",
+            function.logical_id
+        );
+        assert_eq!(
+            metadata["BuildProperties"]["Binary"].as_str(),
+            Some(function.dir.as_str()),
+            "{}: Metadata.BuildProperties.Binary",
+            function.logical_id
+        );
+        let main = std::fs::read_to_string(dir.join("src/main.rs")).expect("main.rs");
+        let operation = format!("Operation::{:?}", operation_for_dir(&function.dir));
+        assert!(
+            main.contains(&operation),
+            "{}: src/main.rs does not start {operation}",
+            function.logical_id
+        );
+    }
+    // Every function directory is deployed.
+    for entry in std::fs::read_dir(root.join("functions")).expect("functions/") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .into_string()
+            .expect("name");
+        assert!(
+            dirs.contains(name.as_str()),
+            "functions/{name} is not in template.yaml"
+        );
+    }
+}
+
+/// The `members = [...]` of the workspace manifest.
+fn workspace_members(manifest: &str) -> BTreeSet<String> {
+    let start = manifest.find("members").expect("workspace members");
+    let rest = &manifest[start..];
+    let list = &rest[rest.find('[').expect("[")..=rest.find(']').expect("]")];
+    list.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// `SITEHOST_*` names in string literals of shared/src (e.g. `var("SITEHOST_TABLE")`).
+fn variables_in_source() -> BTreeMap<String, PathBuf> {
+    fn walk(dir: &Path, found: &mut BTreeMap<String, PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("source");
+                for (at, _) in text.match_indices("\"SITEHOST_") {
+                    let name: String = text[at + 1..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                        .collect();
+                    found.entry(name).or_insert_with(|| path.clone());
+                }
+            }
+        }
+    }
+    let mut found = BTreeMap::new();
+    walk(&workspace_root().join("shared/src"), &mut found);
+    found
+}
+
+#[test]
+fn every_variable_the_code_reads_is_set_or_optional() {
+    let in_source = variables_in_source();
+    assert!(
+        in_source.contains_key("SITEHOST_TABLE"),
+        "the source scan found nothing: {in_source:?}"
+    );
+    for (name, file) in &in_source {
+        let known = SET_FOR_ALL.contains(&name.as_str())
+            || SET_FOR.iter().any(|(n, _)| n == name)
+            || OPTIONAL.contains(&name.as_str())
+            || NEVER_SET.contains(&name.as_str())
+            || name.starts_with(TEST_ONLY_PREFIX);
+        assert!(
+            known,
+            "{} reads {name}, which this test does not know: set it in template.yaml (and add \
+             it to SET_FOR_ALL/SET_FOR) or add it to OPTIONAL and document its default in \
+             docs/deploy.md",
+            file.display()
+        );
+    }
+    // The lists hold no variable the code stopped reading (RUST_LOG is read by tracing).
+    for name in SET_FOR_ALL
+        .iter()
+        .chain(SET_FOR.iter().map(|(n, _)| n))
+        .chain(OPTIONAL)
+        .filter(|n| **n != "RUST_LOG")
+    {
+        assert!(
+            in_source.contains_key(*name),
+            "{name} is listed here but not read in shared/src"
+        );
+    }
+
+    let template = template();
+    let globals = variables(&template["Globals"]["Function"]);
+    let deploy_doc =
+        std::fs::read_to_string(workspace_root().join("docs/deploy.md")).expect("docs/deploy.md");
+    for function in functions(&template) {
+        let set: BTreeSet<String> = globals.union(&function.environment()).cloned().collect();
+        for name in SET_FOR_ALL {
+            assert!(
+                set.contains(*name),
+                "{}: {name} is not set",
+                function.logical_id
+            );
+        }
+        for (name, dirs) in SET_FOR {
+            if dirs.contains(&function.dir.as_str()) {
+                assert!(
+                    set.contains(*name),
+                    "{}: {name} is not set",
+                    function.logical_id
+                );
+            }
+        }
+        for name in &set {
+            assert!(
+                !NEVER_SET.contains(&name.as_str()) && !name.starts_with(TEST_ONLY_PREFIX),
+                "{}: {name} is for tests only and must not be set in template.yaml",
+                function.logical_id
+            );
+            assert!(
+                !name.starts_with("SITEHOST_") || in_source.contains_key(name),
+                "{}: {name} is set but no code reads it",
+                function.logical_id
+            );
+        }
+    }
+    assert_eq!(
+        tagged(&globals_value(&template, "SITEHOST_TABLE"), "Ref").and_then(Value::as_str),
+        Some("RecordsTable")
+    );
+    assert_eq!(
+        globals_value(&template, "SITEHOST_STORE").as_str(),
+        Some("dynamodb")
+    );
+    for name in OPTIONAL {
+        assert!(
+            deploy_doc.contains(&format!("`{name}`")),
+            "{name} is optional but docs/deploy.md does not document it and its default"
+        );
+    }
+}
+
+fn globals_value(template: &Value, name: &str) -> Value {
+    template["Globals"]["Function"]["Environment"]["Variables"][name].clone()
+}
+
+/// The actions of a statement, as strings.
+fn actions(statement: &Value) -> Vec<String> {
+    match &statement["Action"] {
+        Value::String(a) => vec![a.clone()],
+        Value::Sequence(list) => list
+            .iter()
+            .map(|a| str_of(a, "Action").to_string())
+            .collect(),
+        other => panic!("unexpected Action {other:?}"),
+    }
+}
+
+#[test]
+fn only_writing_operations_write() {
+    let template = template();
+    for function in functions(&template) {
+        let operation = operation_for_dir(&function.dir);
+        for statement in function.statements() {
+            let sid = statement["Sid"].as_str().unwrap_or("?");
+            assert_eq!(statement["Effect"].as_str(), Some("Allow"));
+            for action in actions(statement) {
+                assert!(
+                    !action.contains('*'),
+                    "{}: {sid} grants the wildcard action {action}",
+                    function.logical_id
+                );
+                let writes = [
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                    "dynamodb:BatchWriteItem",
+                ]
+                .contains(&action.as_str());
+                if writes && !operation.writes() {
+                    // Read-only functions record nonces, and nothing else.
+                    assert_eq!(action, "dynamodb:PutItem", "{}", function.logical_id);
+                    let leading =
+                        &statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
+                    assert_eq!(
+                        leading
+                            .as_sequence()
+                            .map(|l| l.iter().filter_map(Value::as_str).collect::<Vec<_>>()),
+                        Some(vec!["NONCE#*"]),
+                        "{}: a read-only function may put nonce items only",
+                        function.logical_id
+                    );
+                }
+                if action.starts_with("s3:") {
+                    assert_eq!(
+                        operation,
+                        Operation::ImageUpload,
+                        "{}: only image-upload touches the bucket",
+                        function.logical_id
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn cloudfront_forwards_what_signatures_need() {
+    let template = template();
+    let resources = &template["Resources"];
+    let config = &resources["Distribution"]["Properties"]["DistributionConfig"];
+    let behaviours = config["CacheBehaviors"]
+        .as_sequence()
+        .expect("CacheBehaviors");
+    let api = behaviours
+        .iter()
+        .find(|b| b["PathPattern"].as_str() == Some("/api/*"))
+        .expect("an /api/* cache behaviour");
+    assert_eq!(api["CachePolicyId"].as_str(), Some(CACHING_DISABLED));
+    assert_eq!(
+        api["OriginRequestPolicyId"].as_str(),
+        Some(ALL_VIEWER_EXCEPT_HOST_HEADER)
+    );
+    assert_eq!(api["ViewerProtocolPolicy"].as_str(), Some("https-only"));
+    let methods: BTreeSet<&str> = api["AllowedMethods"]
+        .as_sequence()
+        .expect("AllowedMethods")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for method in ["GET", "POST", "PUT"] {
+        assert!(methods.contains(method), "/api/* does not allow {method}");
+    }
+    // The origin is the HTTP API.
+    let origin_id = str_of(&api["TargetOriginId"], "TargetOriginId");
+    let origin = config["Origins"]
+        .as_sequence()
+        .expect("Origins")
+        .iter()
+        .find(|o| o["Id"].as_str() == Some(origin_id))
+        .expect("the /api/* origin");
+    let domain = tagged(&origin["DomainName"], "Sub")
+        .and_then(Value::as_str)
+        .expect("the API origin's DomainName is a !Sub");
+    assert!(domain.starts_with("${HttpApi}.execute-api."), "{domain}");
+
+    // The viewer-request function copies Host into X-Forwarded-Host.
+    let association = api["FunctionAssociations"]
+        .as_sequence()
+        .expect("FunctionAssociations")
+        .iter()
+        .find(|a| a["EventType"].as_str() == Some("viewer-request"))
+        .expect("a viewer-request function on /api/*");
+    let get_att = tagged(&association["FunctionARN"], "GetAtt")
+        .and_then(Value::as_str)
+        .expect("FunctionARN is a !GetAtt");
+    let function_id = get_att
+        .strip_suffix(".FunctionMetadata.FunctionARN")
+        .expect("!GetAtt <Function>.FunctionMetadata.FunctionARN");
+    let code = str_of(
+        &resources[function_id]["Properties"]["FunctionCode"],
+        "FunctionCode",
+    );
+    assert!(code.contains("x-forwarded-host") && code.contains("'host'"));
+    check_function_code_with_node(code);
+}
+
+/// Runs the CloudFront Function's code with node, when node is installed.
+fn check_function_code_with_node(code: &str) {
+    let script = format!(
+        "{code}\n\
+         var out = handler({{request: {{method: 'GET', uri: '/api/v2/businesses/', headers: {{\
+           host: {{value: 'd111111abcdef8.cloudfront.net'}}, \
+           'x-forwarded-host': {{value: 'spoofed.example'}}}}}}}});\n\
+         console.log(JSON.stringify(out.headers));\n"
+    );
+    let output = match std::process::Command::new("node")
+        .args(["-e", &script])
+        .output()
+    {
+        Ok(output) => output,
+        Err(_) => {
+            eprintln!("skipped running the CloudFront Function: node is not installed");
+            return;
+        }
+    };
+    assert!(
+        output.status.success(),
+        "node: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let headers: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("the function's headers as JSON");
+    assert_eq!(
+        headers["x-forwarded-host"]["value"], "d111111abcdef8.cloudfront.net",
+        "{headers}"
+    );
+    assert_eq!(headers["host"]["value"], "d111111abcdef8.cloudfront.net");
+}
