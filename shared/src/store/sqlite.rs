@@ -6,7 +6,7 @@
 //! `total_count`s without counting rows.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -26,10 +26,6 @@ CREATE TABLE IF NOT EXISTS api_keys (
     key TEXT PRIMARY KEY, secret TEXT NOT NULL, account_id INTEGER NOT NULL,
     user_id INTEGER NOT NULL, partner_sub_id TEXT, revoked INTEGER NOT NULL DEFAULT 0,
     created INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS nonces (
-    key TEXT NOT NULL, nonce TEXT NOT NULL, expires_at INTEGER NOT NULL,
-    PRIMARY KEY (key, nonce)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS nonces_expiry ON nonces (expires_at);
 CREATE TABLE IF NOT EXISTS businesses (
     id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL, business_name TEXT NOT NULL,
     name_key TEXT NOT NULL, slug TEXT NOT NULL, deleted INTEGER NOT NULL,
@@ -53,12 +49,14 @@ CREATE INDEX IF NOT EXISTS images_by_business ON images (account_id, business_id
 CREATE TABLE IF NOT EXISTS counters (
     account_id INTEGER NOT NULL, kind TEXT NOT NULL, scope TEXT NOT NULL, n INTEGER NOT NULL,
     PRIMARY KEY (account_id, kind, scope)) WITHOUT ROWID;
+-- Nonces moved to their own file (see `nonces`); stores made before that had them here.
+DROP TABLE IF EXISTS nonces;
 "#;
+
+mod nonces;
 
 const DB_FILE: &str = "sitehost.db";
 const READERS: usize = 4;
-/// Expired nonces are swept once per this many recorded nonces.
-const NONCE_SWEEP_EVERY: u64 = 1024;
 
 const BUSINESS_COLUMNS: &str =
     "id, account_id, business_name, slug, deleted, partner_business_id, \
@@ -70,8 +68,8 @@ pub struct SqliteStore {
     path: PathBuf,
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
+    nonces: nonces::NonceRecorder,
     next_reader: AtomicUsize,
-    nonces_recorded: AtomicU64,
 }
 
 fn db_error(err: rusqlite::Error) -> ApiError {
@@ -117,8 +115,8 @@ impl SqliteStore {
             path,
             writer: Mutex::new(writer),
             readers,
+            nonces: nonces::NonceRecorder::open(data_dir)?,
             next_reader: AtomicUsize::new(0),
-            nonces_recorded: AtomicU64::new(0),
         })
     }
 
@@ -389,26 +387,7 @@ impl KeyStore for SqliteStore {
         now: i64,
         expires_at: i64,
     ) -> Result<bool> {
-        let sweep = self
-            .nonces_recorded
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(NONCE_SWEEP_EVERY);
-        self.write(|tx| {
-            if sweep {
-                tx.execute("DELETE FROM nonces WHERE expires_at < ?1", params![now])
-                    .map_err(db_error)?;
-            }
-            // Inserts a new nonce, or takes over an expired one; a live one is a replay.
-            let changed = tx
-                .prepare_cached(
-                    "INSERT INTO nonces (key, nonce, expires_at) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (key, nonce) DO UPDATE SET expires_at = excluded.expires_at
-                     WHERE nonces.expires_at < ?4",
-                )
-                .and_then(|mut s| s.execute(params![key, nonce, expires_at, now]))
-                .map_err(db_error)?;
-            Ok(changed == 1)
-        })
+        self.nonces.remember(key, nonce, now, expires_at).await
     }
 }
 
