@@ -32,13 +32,16 @@ pub struct Config {
     /// Largest decoded base64 upload (413 beyond): what a 6 MB Lambda request leaves.
     pub upload_max_bytes: usize,
     /// Pixel and side limits, checked from the header before decoding.
+    #[cfg(feature = "images")]
     pub image_limits: crate::image::pipeline::Limits,
     /// External URL fetching: size cap, timeouts, the test-only allowlist.
+    #[cfg(feature = "images")]
     pub fetch: crate::image::fetch::FetchConfig,
 }
 
 pub const DEFAULT_UPLOAD_MAX_BYTES: usize = 4_718_592;
 
+#[cfg(feature = "images")]
 fn image_limits_from_env() -> Result<crate::image::pipeline::Limits> {
     let defaults = crate::image::pipeline::Limits::default();
     Ok(crate::image::pipeline::Limits {
@@ -99,7 +102,9 @@ impl Config {
             id_block: parse_number("SITEHOST_ID_BLOCK", 1)?,
             bucket: var("SITEHOST_BUCKET"),
             upload_max_bytes: parse_number("SITEHOST_UPLOAD_MAX_BYTES", DEFAULT_UPLOAD_MAX_BYTES)?,
+            #[cfg(feature = "images")]
             image_limits: image_limits_from_env()?,
+            #[cfg(feature = "images")]
             fetch: crate::image::fetch::FetchConfig::from_env()?,
         })
     }
@@ -114,7 +119,9 @@ impl Config {
             id_block: 1,
             bucket: None,
             upload_max_bytes: DEFAULT_UPLOAD_MAX_BYTES,
+            #[cfg(feature = "images")]
             image_limits: crate::image::pipeline::Limits::default(),
+            #[cfg(feature = "images")]
             fetch: crate::image::fetch::FetchConfig::default(),
         }
     }

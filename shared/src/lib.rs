@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod business;
+#[cfg(feature = "local")]
 pub mod client;
 pub mod clock;
 pub mod config;

@@ -13,20 +13,22 @@
 //! `SITEHOST_WRITE_EVENTS=1 cargo test -p sitehost --test cloudfront_events` rewrites the
 //! events after a change to this file.
 
+mod support;
+
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use serde_json::{json, Value};
-use sitehost::auth::{oauth1, NewKey};
-use sitehost::clock::FixedClock;
-use sitehost::config::Config;
-use sitehost::http::{lambda, App, Operation};
-use sitehost::store::Stores;
+use sitehost::auth::oauth1;
+use sitehost::http::{lambda, Operation};
+use support::events::{fixture_app, FixtureKey, SIGNED_AT};
 
 const KEY: &str = "cloudfrontfixturekey";
 const SECRET: &str = "cloudfrontfixturesecret00000000000000001";
-/// 2024-05-01T12:00:00Z: when the events were signed.
-const SIGNED_AT: i64 = 1_714_564_800;
+const FIXTURE: FixtureKey = FixtureKey {
+    account: "cloudfront",
+    key: KEY,
+    secret: SECRET,
+};
 const API_ID: &str = "abc123";
 const API_HOST: &str = "abc123.execute-api.us-east-1.amazonaws.com";
 /// The distribution's domain, the host partners call.
@@ -228,68 +230,13 @@ fn event_json(case: &Case, nonce: &str) -> Value {
     })
 }
 
-/// A fresh embedded store with the fixture key and one business, and an app whose clock is
-/// 5 s after the signing time. `public_hosts` is `SITEHOST_PUBLIC_HOSTS`.
-async fn fixture_app(public_hosts: &[&str]) -> (App, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let stores = Stores::embedded(dir.path()).expect("stores");
-    let store = Arc::clone(&stores.records);
-    let account = store.ensure_account("cloudfront").await.expect("account");
-    store
-        .create_key(NewKey {
-            key: KEY.into(),
-            secret: SECRET.into(),
-            account_id: account.id,
-            user_id: Some(42),
-            partner_sub_id: None,
-            created: SIGNED_AT,
-        })
-        .await
-        .expect("key");
-    let new = sitehost::business::NewBusiness {
-        business_name: "Existing".into(),
-        partner_business_id: None,
-        partner_sub_id: None,
-        category_id: None,
-        logo_image_id: None,
-        user_id: 42,
-    };
-    store
-        .create_business(account.id, new, SIGNED_AT - 60)
-        .await
-        .expect("business");
-    let image = sitehost::image::NewImage {
-        path: "img/upload/existing-abc.png".into(),
-        mimetype: "image/png".into(),
-        width: 10,
-        height: 10,
-        site_id: Some(12345),
-        business_id: None,
-        user_id: 42,
-    };
-    store
-        .create_image(account.id, image, SIGNED_AT - 30)
-        .await
-        .expect("image");
-    let mut config = Config::embedded(dir.path().into());
-    // As on Lambda: `Config::from_env("dynamodb")` defaults the scheme to https.
-    config.default_scheme = "https".into();
-    config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
-    (
-        App::new(stores, config)
-            .expect("app")
-            .with_clock(Arc::new(FixedClock(SIGNED_AT + 5))),
-        dir,
-    )
-}
-
 /// Runs an event (JSON text) through an operation's handler: status and JSON body.
 async fn run(
     public_hosts: &[&str],
     operation: Operation,
     event: &str,
 ) -> (u16, Value, lambda_http::Response<lambda_http::Body>) {
-    let (app, _dir) = fixture_app(public_hosts).await;
+    let (app, _dir) = fixture_app(&FIXTURE, public_hosts).await;
     let request = lambda_http::request::from_str(event).expect("an API Gateway event");
     let response = lambda::to_lambda(
         app.handle_operation(operation, lambda::from_lambda(request))

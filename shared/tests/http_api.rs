@@ -1,6 +1,8 @@
 //! The business API over real HTTP: `sitehost serve`'s server on the embedded store, driven
 //! with OAuth1-signed requests as partners send them.
 
+mod support;
+
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -23,15 +25,7 @@ impl Server {
         let stores = Stores::embedded(dir.path()).expect("stores");
         let store = Arc::clone(&stores.records);
         let app = Arc::new(App::new(stores, Config::embedded(dir.path().into())).expect("app"));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
-        tokio::spawn(sitehost::http::server::serve(
-            app,
-            listener,
-            std::future::pending(),
-        ));
+        let base = support::serve(app).await;
         Server {
             base,
             store,

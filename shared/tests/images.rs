@@ -8,18 +8,15 @@ mod support;
 use std::path::Path;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use bytes::Bytes;
 use serde_json::{json, Value};
 use sitehost::auth::{Caller, NewKey};
 use sitehost::client::PartnerClient;
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
-use sitehost::error::{ApiError, Result};
+use sitehost::error::ApiError;
 use sitehost::http::App;
-use sitehost::store::files::{FileStore, SharedFiles};
 use sitehost::store::{SharedStore, Stores};
-use support::media::{b64, file_server as image_server, jpeg, png};
+use support::media::{b64, file_server as image_server, jpeg, png, FailingFiles};
 
 struct Server {
     base: String,
@@ -53,15 +50,7 @@ async fn start(allow_hosts: Vec<String>) -> Server {
     config.fetch.allow_hosts = allow_hosts;
     config.fetch.total_timeout = std::time::Duration::from_secs(3);
     let app = Arc::new(App::new(stores, config).expect("app"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(sitehost::http::server::serve(
-        app,
-        listener,
-        std::future::pending(),
-    ));
+    let base = support::serve(app).await;
     let account = store.ensure_account("agency").await.expect("account");
     let key = store
         .create_key(NewKey::generate(
@@ -391,27 +380,6 @@ async fn bad_uploads_are_refused_and_store_nothing() {
     );
 }
 
-/// A file store that fails writing one variant.
-struct FailingFiles {
-    inner: SharedFiles,
-}
-
-#[async_trait]
-impl FileStore for FailingFiles {
-    async fn put(&self, path: &str, bytes: Bytes, content_type: &str) -> Result<()> {
-        if path.contains(".small.") {
-            // Let the others land first, so the cleanup has something to remove.
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            return Err(ApiError::internal("injected put failure"));
-        }
-        self.inner.put(path, bytes, content_type).await
-    }
-
-    async fn delete(&self, path: &str) -> Result<()> {
-        self.inner.delete(path).await
-    }
-}
-
 fn caller() -> Caller {
     Caller {
         account_id: 1,
@@ -424,9 +392,7 @@ fn caller() -> Caller {
 async fn a_failed_file_write_leaves_no_record_and_no_files() {
     let dir = tempfile::tempdir().expect("dir");
     let mut stores = Stores::embedded(dir.path()).expect("stores");
-    stores.files = Arc::new(FailingFiles {
-        inner: stores.files.clone(),
-    });
+    stores.files = Arc::new(FailingFiles::new(stores.files.clone(), ".small."));
     let app = App::new(stores, Config::embedded(dir.path().into())).expect("app");
     let account = app.store.ensure_account("a").await.expect("account");
     assert_eq!(account.id, caller().account_id);

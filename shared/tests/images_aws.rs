@@ -7,22 +7,20 @@ mod support;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use bytes::Bytes;
 use serde_json::json;
 use sitehost::auth::{Caller, NewKey};
 use sitehost::client::PartnerClient;
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
-use sitehost::error::{ApiError, Result};
+use sitehost::error::ApiError;
 use sitehost::http::App;
 use sitehost::image::ImageQuery;
 use sitehost::store::dynamo::DynamoStore;
-use sitehost::store::files::{FileStore, SharedFiles, CACHE_CONTROL};
+use sitehost::store::files::{SharedFiles, CACHE_CONTROL};
 use sitehost::store::s3::S3Files;
 use sitehost::store::{SharedStore, Stores};
-use support::media::{b64, file_server, jpeg, png};
+use support::media::{b64, file_server, jpeg, png, FailingFiles};
 
 fn s3_client(endpoint: &str) -> aws_sdk_s3::Client {
     let config = aws_sdk_s3::Config::builder()
@@ -100,15 +98,7 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
         local_files: None,
     };
     let app = Arc::new(App::new(stores, config).expect("app"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(sitehost::http::server::serve(
-        app,
-        listener,
-        std::future::pending(),
-    ));
+    let base = support::serve(app).await;
     let account = records.ensure_account("aws").await.expect("account");
     let key = records
         .create_key(NewKey::generate(account.id, None, None, SystemClock.now()))
@@ -173,25 +163,6 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
     aws.table.delete().await;
 }
 
-struct FailingFiles {
-    inner: SharedFiles,
-}
-
-#[async_trait]
-impl FileStore for FailingFiles {
-    async fn put(&self, path: &str, bytes: Bytes, content_type: &str) -> Result<()> {
-        if path.contains(".medium.") {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            return Err(ApiError::internal("injected S3 failure"));
-        }
-        self.inner.put(path, bytes, content_type).await
-    }
-
-    async fn delete(&self, path: &str) -> Result<()> {
-        self.inner.delete(path).await
-    }
-}
-
 #[tokio::test]
 async fn an_s3_put_failing_leaves_no_record_and_no_objects() {
     let Some(aws) = Aws::create().await else {
@@ -201,7 +172,7 @@ async fn an_s3_put_failing_leaves_no_record_and_no_objects() {
     let account = records.ensure_account("faulty").await.expect("account");
     let stores = Stores {
         records: Arc::clone(&records),
-        files: Arc::new(FailingFiles { inner: aws.files() }),
+        files: Arc::new(FailingFiles::new(aws.files(), ".medium.")),
         local_files: None,
     };
     let app = App::new(stores, Config::embedded(std::env::temp_dir())).expect("app");

@@ -5,20 +5,24 @@
 //! The events are signed with the fixture key below. `SITEHOST_WRITE_EVENTS=1 cargo test
 //! -p sitehost --test lambda_events` rewrites them after a change to this file.
 
+mod support;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use sitehost::auth::{oauth1, NewKey};
+use sitehost::auth::oauth1;
 use sitehost::clock::FixedClock;
-use sitehost::config::Config;
-use sitehost::http::{lambda, App, Operation};
-use sitehost::store::Stores;
+use sitehost::http::{lambda, Operation};
+use support::events::{fixture_app, FixtureKey, SIGNED_AT};
 
 const KEY: &str = "eventsfixturekey0001";
 const SECRET: &str = "eventsfixturesecret000000000000000000001";
-/// 2024-05-01T12:00:00Z: when the events were signed.
-const SIGNED_AT: i64 = 1_714_564_800;
+const FIXTURE: FixtureKey = FixtureKey {
+    account: "events",
+    key: KEY,
+    secret: SECRET,
+};
 const API_HOST: &str = "abc123.execute-api.us-east-1.amazonaws.com";
 
 struct Case {
@@ -182,57 +186,6 @@ fn event_json(case: &Case, nonce: &str) -> Value {
     })
 }
 
-async fn fixture_app() -> (App, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let stores = Stores::embedded(dir.path()).expect("stores");
-    let store = Arc::clone(&stores.records);
-    let account = store.ensure_account("events").await.expect("account");
-    store
-        .create_key(NewKey {
-            key: KEY.into(),
-            secret: SECRET.into(),
-            account_id: account.id,
-            user_id: Some(42),
-            partner_sub_id: None,
-            created: SIGNED_AT,
-        })
-        .await
-        .expect("key");
-    let new = sitehost::business::NewBusiness {
-        business_name: "Existing".into(),
-        partner_business_id: None,
-        partner_sub_id: None,
-        category_id: None,
-        logo_image_id: None,
-        user_id: 42,
-    };
-    store
-        .create_business(account.id, new, SIGNED_AT - 60)
-        .await
-        .expect("business");
-    let image = sitehost::image::NewImage {
-        path: "img/upload/existing-abc.png".into(),
-        mimetype: "image/png".into(),
-        width: 10,
-        height: 10,
-        site_id: Some(12345),
-        business_id: None,
-        user_id: 42,
-    };
-    store
-        .create_image(account.id, image, SIGNED_AT - 30)
-        .await
-        .expect("image");
-    let mut config = Config::embedded(dir.path().into());
-    config.default_scheme = "https".into();
-    (
-        App::new(stores, config)
-            .expect("app")
-            .with_clock(Arc::new(FixedClock(SIGNED_AT + 5))),
-        dir,
-    )
-}
-
 #[tokio::test]
 async fn every_event_runs_through_its_functions_handler() {
     let write = std::env::var("SITEHOST_WRITE_EVENTS").is_ok_and(|v| v == "1");
@@ -246,7 +199,7 @@ async fn every_event_runs_through_its_functions_handler() {
         }
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let (app, _dir) = fixture_app().await;
+        let (app, _dir) = fixture_app(&FIXTURE, &[]).await;
         let request = lambda_http::request::from_str(&text).expect("an API Gateway event");
         let response = lambda::to_lambda(
             app.handle_operation(case.operation, lambda::from_lambda(request))
@@ -299,7 +252,7 @@ async fn every_event_runs_through_its_functions_handler() {
                 .as_u16(),
             404
         );
-        let (late, _dir2) = fixture_app().await;
+        let (late, _dir2) = fixture_app(&FIXTURE, &[]).await;
         let late = late.with_clock(Arc::new(FixedClock(SIGNED_AT + 600)));
         let request = lambda_http::request::from_str(&text).expect("event");
         assert_eq!(

@@ -51,12 +51,7 @@ async fn visible(app: &App, caller: &Caller, id: i64) -> Result<Business> {
     app.store
         .get_business(caller.account_id, id)
         .await?
-        .filter(|b| {
-            caller
-                .restrict_sub_id
-                .as_ref()
-                .is_none_or(|sub| b.partner_sub_id.as_ref() == Some(sub))
-        })
+        .filter(|b| b.visible_to(caller.restrict_sub_id.as_deref()))
         .ok_or_else(|| not_found(id))
 }
 

@@ -142,6 +142,11 @@ impl BusinessFilter {
 }
 
 impl Business {
+    /// Whether a key restricted to `restrict_sub_id` (if any) may see this business.
+    pub fn visible_to(&self, restrict_sub_id: Option<&str>) -> bool {
+        restrict_sub_id.is_none_or(|sub| self.partner_sub_id.as_deref() == Some(sub))
+    }
+
     /// Every list scope this business belongs to (one per subset of its filter values).
     pub fn scopes(&self) -> Vec<String> {
         all_scopes(

@@ -9,6 +9,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::http::{allowed_methods, route, ApiRequest, ApiResponse, Operation, Route};
+#[cfg(feature = "images")]
 use crate::image::fetch::Fetcher;
 use crate::image::handlers as image;
 use crate::store::files::{LocalFiles, SharedFiles};
@@ -19,6 +20,7 @@ pub struct App {
     pub files: SharedFiles,
     /// Present when `sitehost serve` is the frontend host for locally stored files.
     pub local_files: Option<Arc<LocalFiles>>,
+    #[cfg(feature = "images")]
     pub fetcher: Fetcher,
     pub clock: Arc<dyn Clock>,
     pub config: Config,
@@ -30,6 +32,7 @@ impl App {
             store: stores.records,
             files: stores.files,
             local_files: stores.local_files,
+            #[cfg(feature = "images")]
             fetcher: Fetcher::new(config.fetch.clone())?,
             clock: Arc::new(SystemClock),
             config,
@@ -141,7 +144,12 @@ impl App {
             Operation::BusinessUpdate => business::update(self, caller, id()?, &req.body).await,
             Operation::ImageList => image::list(self, caller, params).await,
             Operation::ImageGet => image::get(self, caller, id()?).await,
+            #[cfg(feature = "images")]
             Operation::ImageUpload => image::upload(self, caller, &req.body).await,
+            #[cfg(not(feature = "images"))]
+            Operation::ImageUpload => Err(ApiError::internal(
+                "this build has no image pipeline (the sitehost crate's `images` feature)",
+            )),
         }
     }
 }

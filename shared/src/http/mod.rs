@@ -11,6 +11,7 @@ use crate::error::{ApiError, Result};
 pub mod app;
 pub mod lambda;
 pub mod listing;
+#[cfg(feature = "local")]
 pub mod server;
 
 pub use app::App;

@@ -72,6 +72,7 @@ pub async fn get(app: &App, caller: &Caller, id: i64) -> Result<ApiResponse> {
     Ok(ApiResponse::json(StatusCode::OK, &image.to_json()))
 }
 
+#[cfg(feature = "images")]
 pub async fn upload(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiResponse> {
     let (image, processed) = super::upload::upload(app, caller, body).await?;
     tracing::info!(

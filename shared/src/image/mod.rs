@@ -5,9 +5,12 @@ use serde_json::{json, Map, Value};
 
 use crate::clock::format_timestamp;
 
+#[cfg(feature = "images")]
 pub mod fetch;
 pub mod handlers;
+#[cfg(feature = "images")]
 pub mod pipeline;
+#[cfg(feature = "images")]
 pub mod upload;
 use crate::store::scope::{all_scopes, scope_name, Term};
 

@@ -40,12 +40,13 @@ pub struct UploadRequest {
 }
 
 impl UploadRequest {
-    pub fn from_json(body: &Map<String, Value>) -> Result<Self> {
+    /// Takes the body by value: the base64 content (megabytes) moves out of it uncopied.
+    pub fn from_json(mut body: Map<String, Value>) -> Result<Self> {
         let mut fields = FieldErrors::default();
-        let site_id = crate::validate::optional_id(&mut fields, body, "site_id").flatten();
-        let business_id = crate::validate::optional_id(&mut fields, body, "business_id").flatten();
+        let site_id = crate::validate::optional_id(&mut fields, &body, "site_id").flatten();
+        let business_id = crate::validate::optional_id(&mut fields, &body, "business_id").flatten();
+        let upload = body.remove("upload").filter(|v| !v.is_null());
         let url = body.get("external_url").filter(|v| !v.is_null());
-        let upload = body.get("upload").filter(|v| !v.is_null());
         let source = match (url, upload) {
             (Some(_), Some(_)) => {
                 fields.add("__all__", "Give either external_url or upload, not both.");
@@ -60,16 +61,13 @@ impl UploadRequest {
                 fields.add("external_url", "Must be a string URL.");
                 None
             }
-            (None, Some(Value::Object(upload))) => {
+            (None, Some(Value::Object(mut upload))) => {
                 let name = ["name", "filename"]
                     .iter()
                     .find_map(|k| upload.get(*k).and_then(Value::as_str))
                     .map(str::to_string);
-                match upload.get("file") {
-                    Some(Value::String(data)) => Some(Source::Base64 {
-                        name,
-                        data: data.clone(),
-                    }),
+                match upload.remove("file") {
+                    Some(Value::String(data)) => Some(Source::Base64 { name, data }),
                     Some(_) => {
                         fields.add("upload", "upload.file must be a base64 string.");
                         None
@@ -119,10 +117,18 @@ pub fn decode_base64(data: &str, max_bytes: usize) -> Result<Vec<u8>> {
         }
         None => data,
     };
-    let compact: String = payload
-        .chars()
-        .filter(|c| !c.is_ascii_whitespace())
-        .collect();
+    // Line-wrapped base64 (MIME, PEM style) is common; unwrapped needs no copy.
+    let payload = payload.as_bytes();
+    let compact: std::borrow::Cow<[u8]> = if payload.iter().any(u8::is_ascii_whitespace) {
+        payload
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect::<Vec<u8>>()
+            .into()
+    } else {
+        payload.into()
+    };
     if compact.is_empty() {
         return Err(ApiError::field("upload", "The file is empty."));
     }
@@ -132,7 +138,7 @@ pub fn decode_base64(data: &str, max_bytes: usize) -> Result<Vec<u8>> {
         )));
     }
     let bytes = BASE64
-        .decode(compact.as_bytes())
+        .decode(&compact)
         .map_err(|e| ApiError::field("upload", format!("upload.file is not valid base64: {e}.")))?;
     if bytes.is_empty() {
         return Err(ApiError::field("upload", "The file is empty."));
@@ -226,18 +232,13 @@ pub async fn upload(
     caller: &Caller,
     body: &[u8],
 ) -> Result<(crate::image::Image, Processed)> {
-    let request = UploadRequest::from_json(&crate::validate::json_object(body)?)?;
+    let request = UploadRequest::from_json(crate::validate::json_object(body)?)?;
     if let Some(business_id) = request.business_id {
         let visible = app
             .store
             .get_business(caller.account_id, business_id)
             .await?
-            .filter(|b| {
-                caller
-                    .restrict_sub_id
-                    .as_ref()
-                    .is_none_or(|sub| b.partner_sub_id.as_ref() == Some(sub))
-            });
+            .filter(|b| b.visible_to(caller.restrict_sub_id.as_deref()));
         if visible.is_none() {
             return Err(ApiError::field(
                 "business_id",
@@ -272,10 +273,12 @@ pub async fn upload(
         };
     let path = original_path(&file_stem(name.as_deref()), processed.extension);
     let mut objects = vec![(path.clone(), original, processed.mimetype)];
-    for variant in &processed.variants {
+    let mut processed = processed;
+    for variant in &mut processed.variants {
+        // The encoded bytes move to the file store; the caller keeps only sizes and times.
         objects.push((
             variant_path(&path, variant.name),
-            Bytes::from(variant.bytes.clone()),
+            Bytes::from(std::mem::take(&mut variant.bytes)),
             processed.mimetype,
         ));
     }
@@ -313,17 +316,17 @@ mod tests {
 
     #[test]
     fn exactly_one_source() {
-        assert!(UploadRequest::from_json(&body(json!({"site_id": 1}))).is_err());
-        assert!(UploadRequest::from_json(&body(
+        assert!(UploadRequest::from_json(body(json!({"site_id": 1}))).is_err());
+        assert!(UploadRequest::from_json(body(
             json!({"external_url": "https://x/a.jpg", "upload": {"file": "AA=="}})
         ))
         .is_err());
-        assert!(UploadRequest::from_json(&body(json!({"upload": "AA=="}))).is_err());
-        assert!(UploadRequest::from_json(&body(
+        assert!(UploadRequest::from_json(body(json!({"upload": "AA=="}))).is_err());
+        assert!(UploadRequest::from_json(body(
             json!({"upload": {"file": "AA=="}, "site_id": "x"})
         ))
         .is_err());
-        let ok = UploadRequest::from_json(&body(
+        let ok = UploadRequest::from_json(body(
             json!({"upload": {"filename": "a.png", "file": "AA=="}, "site_id": 12, "type": "image"}),
         ));
         assert_eq!(

@@ -13,8 +13,10 @@ use crate::image::{Image, ImageQuery, NewImage};
 
 pub mod dynamo;
 pub mod files;
+#[cfg(feature = "images")]
 pub mod s3;
 pub mod scope;
+#[cfg(feature = "local")]
 pub mod sqlite;
 
 /// One page of a list plus the number of all matches.
@@ -102,6 +104,7 @@ pub struct Stores {
 
 impl Stores {
     /// SQLite and files under one data directory.
+    #[cfg(feature = "local")]
     pub fn embedded(data_dir: &std::path::Path) -> Result<Stores> {
         let local = Arc::new(files::LocalFiles::open(data_dir)?);
         Ok(Stores {
@@ -134,13 +137,20 @@ impl files::FileStore for NoBucket {
 /// fit for a Lambda cold start.
 pub async fn open(config: &crate::config::Config) -> Result<Stores> {
     match &config.store {
+        #[cfg(feature = "local")]
         crate::config::StoreKind::Embedded { data_dir } => Stores::embedded(data_dir),
+        #[cfg(not(feature = "local"))]
+        crate::config::StoreKind::Embedded { .. } => Err(crate::error::ApiError::internal(
+            "this build has no embedded store: set SITEHOST_STORE=dynamodb",
+        )),
         crate::config::StoreKind::DynamoDb { table } => {
             let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
             let records: SharedStore = Arc::new(
                 dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), table.clone())
                     .with_id_block(config.id_block),
             );
+            // Only a build with the upload pipeline ever writes a file.
+            #[cfg(feature = "images")]
             let files: files::SharedFiles = match &config.bucket {
                 Some(bucket) => Arc::new(s3::S3Files::new(
                     aws_sdk_s3::Client::new(&aws),
@@ -148,6 +158,8 @@ pub async fn open(config: &crate::config::Config) -> Result<Stores> {
                 )),
                 None => Arc::new(NoBucket),
             };
+            #[cfg(not(feature = "images"))]
+            let files: files::SharedFiles = Arc::new(NoBucket);
             Ok(Stores {
                 records,
                 files,

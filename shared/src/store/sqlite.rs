@@ -429,7 +429,7 @@ impl BusinessStore for SqliteStore {
             let Some(mut business) = fetch_business(tx, account_id, id).map_err(db_error)? else {
                 return Ok(None);
             };
-            if restrict_sub_id.is_some_and(|sub| business.partner_sub_id.as_deref() != Some(sub)) {
+            if !business.visible_to(restrict_sub_id) {
                 return Ok(None);
             }
             if let Some(Some(logo)) = patch.logo_image_id {

@@ -53,3 +53,36 @@ pub async fn file_server(body: Vec<u8>, content_type: &'static str) -> String {
     });
     addr.to_string()
 }
+
+/// A file store that fails writing every path containing `fails` (after a pause, so the
+/// other files of the upload land first and the cleanup has something to remove).
+pub struct FailingFiles {
+    inner: sitehost::store::files::SharedFiles,
+    fails: &'static str,
+}
+
+impl FailingFiles {
+    pub fn new(inner: sitehost::store::files::SharedFiles, fails: &'static str) -> Self {
+        FailingFiles { inner, fails }
+    }
+}
+
+#[async_trait::async_trait]
+impl sitehost::store::files::FileStore for FailingFiles {
+    async fn put(
+        &self,
+        path: &str,
+        bytes: bytes::Bytes,
+        content_type: &str,
+    ) -> sitehost::Result<()> {
+        if path.contains(self.fails) {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            return Err(sitehost::ApiError::internal("injected put failure"));
+        }
+        self.inner.put(path, bytes, content_type).await
+    }
+
+    async fn delete(&self, path: &str) -> sitehost::Result<()> {
+        self.inner.delete(path).await
+    }
+}

@@ -8,6 +8,7 @@
 
 #![allow(dead_code)] // Each test crate uses a different part of this module.
 
+pub mod events;
 pub mod media;
 
 use std::path::Path;
@@ -41,9 +42,16 @@ pub const TABLE_RESOURCE: &str = "RecordsTable";
 
 /// Logs (e.g. the stores' consumed capacity at `RUST_LOG=sitehost=debug`) to the test output.
 pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter: Targets = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|directives| directives.parse().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::OFF));
+    let _ = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_test_writer())
+        .with(filter)
         .try_init();
 }
 
@@ -371,4 +379,19 @@ async fn wait_until_active(client: &Client, name: &str) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     panic!("table {name} did not become ACTIVE");
+}
+
+/// Serves an app on a free loopback port, as `sitehost serve` does, for the rest of the
+/// test; returns its base URL.
+pub async fn serve(app: Arc<sitehost::http::App>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(sitehost::http::server::serve(
+        app,
+        listener,
+        std::future::pending(),
+    ));
+    base
 }

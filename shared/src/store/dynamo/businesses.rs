@@ -83,7 +83,7 @@ impl BusinessStore for DynamoStore {
             let Some((mut business, version)) = self.read_business(account_id, id).await? else {
                 return Ok(None);
             };
-            if restrict_sub_id.is_some_and(|sub| business.partner_sub_id.as_deref() != Some(sub)) {
+            if !business.visible_to(restrict_sub_id) {
                 return Ok(None);
             }
             let before_scopes = business.scopes();

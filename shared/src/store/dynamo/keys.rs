@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 
 use super::items::{self, get_s, n, s, Item, Seq, KEYS_PK, MAX_KEY_BYTES, PK, SK};
-use super::{aws_error, log_capacity, DynamoStore, TxOutcome, CONSISTENT_READS};
+use super::{aws_error, conditional, log_capacity, DynamoStore, TxOutcome, CONSISTENT_READS};
 use crate::auth::{Account, ApiKey, NewKey};
 use crate::error::{ApiError, Result};
 use crate::store::KeyStore;
@@ -29,16 +29,12 @@ impl KeyStore for DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
-        match put {
-            Ok(out) => {
+        match conditional("PutItem (account)", put)? {
+            Some(out) => {
                 log_capacity("PutItem", out.consumed_capacity());
                 Ok(account)
             }
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
+            None => {
                 // Another process created it between our read and write: use theirs (the
                 // id we took stays unused).
                 let item = self
@@ -47,7 +43,6 @@ impl KeyStore for DynamoStore {
                     .ok_or_else(|| ApiError::internal("account vanished after a create race"))?;
                 items::account_from(&item)
             }
-            Err(err) => Err(aws_error("PutItem (account)", err)),
         }
     }
 
@@ -148,20 +143,11 @@ impl KeyStore for DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
-        match result {
-            Ok(out) => {
-                log_capacity("UpdateItem", out.consumed_capacity());
-                Ok(true)
-            }
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(err) => Err(aws_error("UpdateItem (revoke)", err)),
+        let revoked = conditional("UpdateItem (revoke)", result)?;
+        if let Some(out) = &revoked {
+            log_capacity("UpdateItem", out.consumed_capacity());
         }
+        Ok(revoked.is_some())
     }
 
     /// One conditional `PutItem`: it writes when the nonce is new or its previous use has
@@ -187,19 +173,10 @@ impl KeyStore for DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
-        match result {
-            Ok(out) => {
-                log_capacity("PutItem", out.consumed_capacity());
-                Ok(true)
-            }
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(err) => Err(aws_error("PutItem (nonce)", err)),
+        let recorded = conditional("PutItem (nonce)", result)?;
+        if let Some(out) = &recorded {
+            log_capacity("PutItem", out.consumed_capacity());
         }
+        Ok(recorded.is_some())
     }
 }

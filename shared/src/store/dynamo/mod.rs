@@ -88,6 +88,28 @@ fn aws_error(operation: &str, err: impl std::error::Error) -> ApiError {
     ))
 }
 
+/// A conditional write's result: `Some(output)` when it was written, `None` when its
+/// condition failed, an internal error otherwise.
+fn conditional<O, E, R>(
+    operation: &str,
+    result: std::result::Result<O, aws_sdk_dynamodb::error::SdkError<E, R>>,
+) -> Result<Option<O>>
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match result {
+        Ok(out) => Ok(Some(out)),
+        Err(err)
+            if err.as_service_error().and_then(|e| e.code())
+                == Some("ConditionalCheckFailedException") =>
+        {
+            Ok(None)
+        }
+        Err(err) => Err(aws_error(operation, err)),
+    }
+}
+
 fn build_error(err: impl std::fmt::Display) -> ApiError {
     ApiError::internal(format!("dynamodb request: {err}"))
 }

@@ -1,0 +1,79 @@
+//! The fixture behind the Lambda event tests (`lambda_events.rs`, `cloudfront_events.rs`):
+//! an embedded store holding one key, one business and one image, and an app whose clock
+//! stands just after the time the events were signed.
+
+use std::sync::Arc;
+
+use sitehost::auth::NewKey;
+use sitehost::clock::FixedClock;
+use sitehost::config::Config;
+use sitehost::http::App;
+use sitehost::store::Stores;
+
+/// 2024-05-01T12:00:00Z: when the events were signed.
+pub const SIGNED_AT: i64 = 1_714_564_800;
+
+/// The key the events are signed with.
+pub struct FixtureKey {
+    pub account: &'static str,
+    pub key: &'static str,
+    pub secret: &'static str,
+}
+
+/// A fresh store with the key (user 42), business 1 and image 1, and an app on it whose
+/// clock is 5 s after `SIGNED_AT`. The scheme defaults to https, as on Lambda
+/// (`Config::from_env("dynamodb")`); `public_hosts` is `SITEHOST_PUBLIC_HOSTS`.
+pub async fn fixture_app(fixture: &FixtureKey, public_hosts: &[&str]) -> (App, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stores = Stores::embedded(dir.path()).expect("stores");
+    let store = Arc::clone(&stores.records);
+    let account = store
+        .ensure_account(fixture.account)
+        .await
+        .expect("account");
+    store
+        .create_key(NewKey {
+            key: fixture.key.into(),
+            secret: fixture.secret.into(),
+            account_id: account.id,
+            user_id: Some(42),
+            partner_sub_id: None,
+            created: SIGNED_AT,
+        })
+        .await
+        .expect("key");
+    let new = sitehost::business::NewBusiness {
+        business_name: "Existing".into(),
+        partner_business_id: None,
+        partner_sub_id: None,
+        category_id: None,
+        logo_image_id: None,
+        user_id: 42,
+    };
+    store
+        .create_business(account.id, new, SIGNED_AT - 60)
+        .await
+        .expect("business");
+    let image = sitehost::image::NewImage {
+        path: "img/upload/existing-abc.png".into(),
+        mimetype: "image/png".into(),
+        width: 10,
+        height: 10,
+        site_id: Some(12345),
+        business_id: None,
+        user_id: 42,
+    };
+    store
+        .create_image(account.id, image, SIGNED_AT - 30)
+        .await
+        .expect("image");
+    let mut config = Config::embedded(dir.path().into());
+    config.default_scheme = "https".into();
+    config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
+    (
+        App::new(stores, config)
+            .expect("app")
+            .with_clock(Arc::new(FixedClock(SIGNED_AT + 5))),
+        dir,
+    )
+}
