@@ -19,11 +19,6 @@ use sitehost::clock::{Clock, SystemClock};
 use sitehost::store::sqlite::SqliteStore;
 use sitehost::store::{BusinessStore, KeyStore};
 
-/// A request allocates many small buffers across worker threads; mimalloc serves them with
-/// less contention than the system allocator.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 struct Cli {
     #[command(subcommand)]

@@ -13,11 +13,6 @@ use sitehost::config::{Config, StoreKind};
 use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
 
-/// A request allocates many small buffers across worker threads; mimalloc serves them with
-/// less contention than the system allocator.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "sitehost",
