@@ -162,6 +162,10 @@ async fn create_key(
 async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
     let (config, stores) = store_args.open().await?;
     let store = &stores.records;
+    store
+        .prepare_nonce_memory()
+        .await
+        .map_err(|e| e.to_string())?;
     if store
         .list_keys()
         .await

@@ -144,6 +144,16 @@ async fn first_start_prints_a_key_and_keys_change_without_restart() {
     drop(server);
     let again = serve(dir.path());
     assert!(again.key.is_empty());
+    // A second server on the same data directory stops at start and says why.
+    let second = Command::new(BIN)
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("SITEHOST_STORE")
+        .output()
+        .expect("a second sitehost serve runs");
+    assert!(!second.status.success());
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(said.contains("in use by another process"), "{said}");
     let made_id = made.body["id"].as_i64().expect("id");
     let (_, out) = sitehost(
         &["keys", "create", "--account", "acme", "--json"],

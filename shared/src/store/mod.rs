@@ -47,6 +47,11 @@ pub trait KeyStore: Send + Sync {
         now: i64,
         expires_at: i64,
     ) -> Result<bool>;
+    /// Readies the nonce memory ahead of the first request, so a server that cannot have
+    /// it fails as it starts. Stores that need no preparing do nothing.
+    async fn prepare_nonce_memory(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 #[async_trait]

@@ -66,9 +66,12 @@ const IMAGE_COLUMNS: &str =
 
 pub struct SqliteStore {
     path: PathBuf,
+    data_dir: PathBuf,
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
-    nonces: nonces::NonceRecorder,
+    /// Opened by the first request that records a nonce: one process at a time may hold
+    /// the nonce memory, and `sitehost keys` must work beside a running `sitehost serve`.
+    nonces: tokio::sync::OnceCell<nonces::NonceRecorder>,
     next_reader: AtomicUsize,
 }
 
@@ -113,9 +116,10 @@ impl SqliteStore {
             .map_err(db_error)?;
         Ok(SqliteStore {
             path,
+            data_dir: data_dir.to_path_buf(),
             writer: Mutex::new(writer),
             readers,
-            nonces: nonces::NonceRecorder::open(data_dir)?,
+            nonces: tokio::sync::OnceCell::new(),
             next_reader: AtomicUsize::new(0),
         })
     }
@@ -134,6 +138,12 @@ impl SqliteStore {
         }
         let conn = lock(&self.readers[start % self.readers.len()]);
         f(&conn).map_err(db_error)
+    }
+
+    async fn nonce_recorder(&self) -> Result<&nonces::NonceRecorder> {
+        self.nonces
+            .get_or_try_init(|| async { nonces::NonceRecorder::open(&self.data_dir) })
+            .await
     }
 
     fn write<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
@@ -387,7 +397,14 @@ impl KeyStore for SqliteStore {
         now: i64,
         expires_at: i64,
     ) -> Result<bool> {
-        self.nonces.remember(key, nonce, now, expires_at).await
+        self.nonce_recorder()
+            .await?
+            .remember(key, nonce, now, expires_at)
+            .await
+    }
+
+    async fn prepare_nonce_memory(&self) -> Result<()> {
+        self.nonce_recorder().await.map(|_| ())
     }
 }
 
