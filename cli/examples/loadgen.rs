@@ -89,14 +89,13 @@ async fn seed(data_dir: PathBuf, count: u64) -> Result<(), Box<dyn std::error::E
 /// server's two cores, so it spends as little of them as it can.
 async fn client(
     signer: Arc<PartnerClient>,
-    addr: String,
     host: String,
     path: String,
     ids: u64,
     worker: u64,
     deadline: Instant,
 ) -> Result<(Vec<Duration>, u64), Box<dyn std::error::Error + Send + Sync>> {
-    let stream = tokio::net::TcpStream::connect(&addr).await?;
+    let stream = tokio::net::TcpStream::connect(&host).await?;
     stream.set_nodelay(true)?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
@@ -147,7 +146,6 @@ async fn run(
         .map(|worker| {
             tokio::spawn(client(
                 Arc::clone(&signer),
-                host.clone(),
                 host.clone(),
                 path.clone(),
                 ids,

@@ -65,7 +65,6 @@ const IMAGE_COLUMNS: &str =
     "id, account_id, path, mimetype, width, height, site_id, business_id, user_id, added, modified";
 
 pub struct SqliteStore {
-    path: PathBuf,
     data_dir: PathBuf,
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
@@ -115,17 +114,12 @@ impl SqliteStore {
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_error)?;
         Ok(SqliteStore {
-            path,
             data_dir: data_dir.to_path_buf(),
             writer: Mutex::new(writer),
             readers,
             nonces: tokio::sync::OnceCell::new(),
             next_reader: AtomicUsize::new(0),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {

@@ -134,26 +134,20 @@ struct Memory {
 
 impl Memory {
     fn open(data_dir: &Path) -> Result<Self> {
-        let io = |what: &str, path: &Path, e: std::io::Error| {
-            ApiError::internal(format!(
-                "nonce memory: cannot {what} {}: {e}",
-                path.display()
-            ))
-        };
         let lock_path = data_dir.join(LOCK);
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(|e| io("open", &lock_path, e))?;
+            .map_err(|e| io_error("open", &lock_path, e))?;
         lock.try_lock().map_err(|e| match e {
             std::fs::TryLockError::WouldBlock => ApiError::internal(format!(
                 "the nonce memory in {} is in use by another process: run one `sitehost \
                  serve` per data directory",
                 data_dir.display()
             )),
-            std::fs::TryLockError::Error(e) => io("lock", &lock_path, e),
+            std::fs::TryLockError::Error(e) => io_error("lock", &lock_path, e),
         })?;
         for old in OLD_FILES {
             let _ = std::fs::remove_file(data_dir.join(old));
@@ -176,21 +170,21 @@ impl Memory {
                         }
                         // The end, or a partial record a crash left; it is cut off below.
                         Err(e) if e.kind() == ErrorKind::UnexpectedEof => break,
-                        Err(e) => return Err(io("read", &journal_path, e)),
+                        Err(e) => return Err(io_error("read", &journal_path, e)),
                     }
                 }
             }
             Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(io("open", &journal_path, e)),
+            Err(e) => return Err(io_error("open", &journal_path, e)),
         }
         let journal = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&journal_path)
-            .map_err(|e| io("open", &journal_path, e))?;
+            .map_err(|e| io_error("open", &journal_path, e))?;
         journal
             .set_len((journal_records * RECORD) as u64)
-            .map_err(|e| io("trim", &journal_path, e))?;
+            .map_err(|e| io_error("trim", &journal_path, e))?;
         Ok(Memory {
             live,
             journal,
@@ -214,8 +208,7 @@ impl Memory {
             };
             if is_fresh {
                 self.live.insert(job.id, job.expires_at);
-                records.extend_from_slice(&job.id.to_le_bytes());
-                records.extend_from_slice(&job.expires_at.to_le_bytes());
+                records.extend_from_slice(&encode(job.id, job.expires_at));
             }
             fresh.push(is_fresh);
         }
@@ -234,21 +227,15 @@ impl Memory {
         if records.is_empty() {
             return Ok(());
         }
-        let failed = |e: std::io::Error| {
-            ApiError::internal(format!(
-                "nonce memory: cannot write {}: {e}",
-                self.journal_path.display()
-            ))
-        };
         if self.journal_dirty {
             self.journal
                 .set_len((self.journal_records * RECORD) as u64)
-                .map_err(failed)?;
+                .map_err(|e| io_error("trim", &self.journal_path, e))?;
             self.journal_dirty = false;
         }
         if let Err(e) = self.journal.write_all(records) {
             self.journal_dirty = true;
-            return Err(failed(e));
+            return Err(io_error("write", &self.journal_path, e));
         }
         self.journal_records += records.len() / RECORD;
         Ok(())
@@ -267,31 +254,41 @@ impl Memory {
     /// at any point leaves either the old journal or the new one.
     fn compact(&mut self) -> Result<()> {
         let new_path = self.journal_path.with_extension("journal.new");
-        let failed = |what: &str, e: std::io::Error| {
-            ApiError::internal(format!(
-                "nonce memory: cannot {what} {}: {e}",
-                new_path.display()
-            ))
-        };
-        let file = File::create(&new_path).map_err(|e| failed("create", e))?;
+        let file = File::create(&new_path).map_err(|e| io_error("create", &new_path, e))?;
         let mut writer = BufWriter::with_capacity(1 << 16, file);
-        for (id, expires_at) in &self.live {
+        for (&id, &expires_at) in &self.live {
             writer
-                .write_all(&id.to_le_bytes())
-                .and_then(|()| writer.write_all(&expires_at.to_le_bytes()))
-                .map_err(|e| failed("write", e))?;
+                .write_all(&encode(id, expires_at))
+                .map_err(|e| io_error("write", &new_path, e))?;
         }
-        writer.flush().map_err(|e| failed("write", e))?;
+        writer
+            .flush()
+            .map_err(|e| io_error("write", &new_path, e))?;
         drop(writer);
-        std::fs::rename(&new_path, &self.journal_path).map_err(|e| failed("rename", e))?;
+        std::fs::rename(&new_path, &self.journal_path)
+            .map_err(|e| io_error("rename", &new_path, e))?;
         self.journal = OpenOptions::new()
             .append(true)
             .open(&self.journal_path)
-            .map_err(|e| failed("reopen", e))?;
+            .map_err(|e| io_error("reopen", &self.journal_path, e))?;
         self.journal_records = self.live.len();
         self.journal_dirty = false;
         Ok(())
     }
+}
+
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> ApiError {
+    ApiError::internal(format!(
+        "nonce memory: cannot {what} {}: {e}",
+        path.display()
+    ))
+}
+
+fn encode(id: NonceId, expires_at: i64) -> [u8; RECORD] {
+    let mut record = [0u8; RECORD];
+    record[..16].copy_from_slice(&id.to_le_bytes());
+    record[16..].copy_from_slice(&expires_at.to_le_bytes());
+    record
 }
 
 fn decode(record: &[u8; RECORD]) -> (NonceId, i64) {
@@ -341,7 +338,7 @@ fn run(mut memory: Memory, queue: mpsc::Receiver<Job>) {
 mod tests {
     use std::sync::Arc;
 
-    use super::{Memory, NonceRecorder, JOURNAL, RECORD};
+    use super::{encode, Memory, NonceRecorder, JOURNAL, RECORD};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_nonce_sent_many_times_at_once_is_recorded_once() {
@@ -445,8 +442,7 @@ mod tests {
             // Even ids expire at 150, odd ones at 500.
             let expires_at: i64 = if i % 2 == 0 { 150 } else { 500 };
             memory.live.insert(i, expires_at);
-            records.extend_from_slice(&i.to_le_bytes());
-            records.extend_from_slice(&expires_at.to_le_bytes());
+            records.extend_from_slice(&encode(i, expires_at));
         }
         memory.append(&records).expect("append");
         memory.live.retain(|_, expires_at| *expires_at >= 200);
