@@ -31,6 +31,8 @@ pub struct Config {
     pub bucket: Option<String>,
     /// Largest decoded base64 upload (413 beyond): what a 6 MB Lambda request leaves.
     pub upload_max_bytes: usize,
+    /// Per-key request budgets (429 beyond).
+    pub budgets: RequestBudgets,
     /// Pixel and side limits, checked from the header before decoding.
     #[cfg(feature = "images")]
     pub image_limits: crate::image::pipeline::Limits,
@@ -40,6 +42,49 @@ pub struct Config {
 }
 
 pub const DEFAULT_UPLOAD_MAX_BYTES: usize = 4_718_592;
+
+/// How many requests one key may make per minute (fixed, clock-aligned windows); 0 means
+/// unlimited. Over a budget a request is answered 429 and does nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestBudgets {
+    /// Every authenticated request (`SITEHOST_REQUESTS_PER_MINUTE`).
+    pub requests_per_minute: u64,
+    /// Image uploads, which count as requests too (`SITEHOST_UPLOADS_PER_MINUTE`).
+    pub uploads_per_minute: u64,
+}
+
+/// 20 a second: far above what a partner's sync job needs (a list page holds up to 1,000
+/// businesses, so a full walk of 1.2 million businesses fits in one minute), about what
+/// one account's creates can sustain on DynamoDB (its counters serialize them), and it caps
+/// what one leaked key can spend at 1,200 requests a minute.
+pub const DEFAULT_REQUESTS_PER_MINUTE: u64 = 1_200;
+/// One a second: each upload decodes and re-encodes an image (hundreds of milliseconds of
+/// CPU, up to 25 MiB fetched) and writes six files.
+pub const DEFAULT_UPLOADS_PER_MINUTE: u64 = 60;
+
+impl Default for RequestBudgets {
+    fn default() -> Self {
+        RequestBudgets {
+            requests_per_minute: DEFAULT_REQUESTS_PER_MINUTE,
+            uploads_per_minute: DEFAULT_UPLOADS_PER_MINUTE,
+        }
+    }
+}
+
+impl RequestBudgets {
+    fn from_env() -> Result<Self> {
+        Ok(RequestBudgets {
+            requests_per_minute: parse_number(
+                "SITEHOST_REQUESTS_PER_MINUTE",
+                DEFAULT_REQUESTS_PER_MINUTE,
+            )?,
+            uploads_per_minute: parse_number(
+                "SITEHOST_UPLOADS_PER_MINUTE",
+                DEFAULT_UPLOADS_PER_MINUTE,
+            )?,
+        })
+    }
+}
 
 #[cfg(feature = "images")]
 fn image_limits_from_env() -> Result<crate::image::pipeline::Limits> {
@@ -102,6 +147,7 @@ impl Config {
             id_block: parse_number("SITEHOST_ID_BLOCK", 1)?,
             bucket: var("SITEHOST_BUCKET"),
             upload_max_bytes: parse_number("SITEHOST_UPLOAD_MAX_BYTES", DEFAULT_UPLOAD_MAX_BYTES)?,
+            budgets: RequestBudgets::from_env()?,
             #[cfg(feature = "images")]
             image_limits: image_limits_from_env()?,
             #[cfg(feature = "images")]
@@ -119,6 +165,7 @@ impl Config {
             id_block: 1,
             bucket: None,
             upload_max_bytes: DEFAULT_UPLOAD_MAX_BYTES,
+            budgets: RequestBudgets::default(),
             #[cfg(feature = "images")]
             image_limits: crate::image::pipeline::Limits::default(),
             #[cfg(feature = "images")]

@@ -20,6 +20,9 @@ pub enum ApiError {
     MethodNotAllowed(String),
     #[error("too large: {0}")]
     TooLarge(String),
+    /// Over a per-key request budget; the answer carries `Retry-After: retry_after`.
+    #[error("too many requests: {message}")]
+    TooManyRequests { message: String, retry_after: u64 },
     /// Our fault. The message goes to the logs only; the client sees a generic text.
     #[error("internal error: {0}")]
     Internal(String),
@@ -51,6 +54,7 @@ impl ApiError {
             ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::TooLarge(_) => 413,
+            ApiError::TooManyRequests { .. } => 429,
             ApiError::Internal(_) => 500,
         }
     }
@@ -61,6 +65,7 @@ impl ApiError {
             ApiError::Unauthorized(msg) | ApiError::NotFound(msg) | ApiError::TooLarge(msg) => {
                 json!({ "error": msg })
             }
+            ApiError::TooManyRequests { message, .. } => json!({ "error": message }),
             ApiError::MethodNotAllowed(method) => {
                 json!({ "error": format!("method {method} is not allowed on this path") })
             }
@@ -109,5 +114,15 @@ mod tests {
             err.body(),
             json!({"business_name": ["This field is required."]})
         );
+    }
+
+    #[test]
+    fn over_budget_is_429_with_the_message() {
+        let err = ApiError::TooManyRequests {
+            message: "over budget".into(),
+            retry_after: 12,
+        };
+        assert_eq!(err.status(), 429);
+        assert_eq!(err.body(), json!({"error": "over budget"}));
     }
 }

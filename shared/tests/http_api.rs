@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use sitehost::auth::{oauth1, NewKey};
 use sitehost::client::PartnerClient;
-use sitehost::clock::{Clock, SystemClock};
-use sitehost::config::Config;
+use sitehost::clock::{Clock, FixedClock, SystemClock};
+use sitehost::config::{Config, RequestBudgets};
 use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
 
@@ -21,11 +21,21 @@ struct Server {
 
 impl Server {
     async fn start() -> Server {
+        Server::start_with(RequestBudgets::default(), None).await
+    }
+
+    /// A server with these budgets, and a fixed clock when `now` is set.
+    async fn start_with(budgets: RequestBudgets, now: Option<i64>) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let stores = Stores::embedded(dir.path()).expect("stores");
         let store = Arc::clone(&stores.records);
-        let app = Arc::new(App::new(stores, Config::embedded(dir.path().into())).expect("app"));
-        let base = support::serve(app).await;
+        let mut config = Config::embedded(dir.path().into());
+        config.budgets = budgets;
+        let mut app = App::new(stores, config).expect("app");
+        if let Some(now) = now {
+            app = app.with_clock(Arc::new(FixedClock(now)));
+        }
+        let base = support::serve(Arc::new(app)).await;
         Server {
             base,
             store,
@@ -524,4 +534,163 @@ async fn concurrent_creates_get_distinct_ids() {
         client.get("/api/v2/businesses/").await.expect("list").body["meta"]["total_count"],
         50
     );
+}
+
+/// 15 seconds into the current minute: requests signed now are within the timestamp
+/// window, and a refusal says exactly when the minute ends.
+fn fifteen_seconds_into_this_minute() -> i64 {
+    let now = SystemClock.now();
+    now - now.rem_euclid(60) + 15
+}
+
+fn assert_over_budget(reply: &sitehost::client::Reply, message: &str) {
+    assert_eq!(reply.status, 429, "{}", reply.body);
+    let header = |name: &str| reply.headers.get(name).and_then(|v| v.to_str().ok());
+    assert_eq!(header("retry-after"), Some("45"));
+    assert_eq!(header("content-type"), Some("application/json"));
+    let error = reply.body["error"].as_str().expect("an error message");
+    assert!(error.contains(message), "{error}");
+    assert_eq!(
+        reply.body.as_object().map(|o| o.len()),
+        Some(1),
+        "{}",
+        reply.body
+    );
+}
+
+#[tokio::test]
+async fn over_the_request_budget_is_429_with_retry_after_and_does_nothing() {
+    let budgets = RequestBudgets {
+        requests_per_minute: 3,
+        uploads_per_minute: 60,
+    };
+    let server = Server::start_with(budgets, Some(fifteen_seconds_into_this_minute())).await;
+    let client = server.client("agency", None).await;
+    let created = create(&client, json!({"business_name": "First"})).await;
+    let detail = format!("/api/v2/businesses/{}/", created["id"]);
+    assert_eq!(client.get(&detail).await.expect("get").status, 200);
+    assert_eq!(
+        client
+            .get("/api/v2/businesses/")
+            .await
+            .expect("list")
+            .status,
+        200
+    );
+
+    let refused = client
+        .post("/api/v2/businesses/", &json!({"business_name": "Second"}))
+        .await
+        .expect("create");
+    assert_over_budget(&refused, "budget of 3 requests a minute");
+    let refused = client.get(&detail).await.expect("get");
+    assert_over_budget(&refused, "retry after 45 seconds");
+
+    // Another key has its own budget, and sees that the refused create made nothing.
+    let other = server.client("agency", None).await;
+    let list = other.get("/api/v2/businesses/").await.expect("list");
+    assert_eq!(list.status, 200);
+    assert_eq!(list.body["meta"]["total_count"], 1);
+    // Authentication comes first: a bad signature is a 401, not a 429.
+    let forged = PartnerClient::new(&server.base, "no-such-key", "secret");
+    assert_eq!(
+        forged.get("/api/v2/businesses/").await.expect("get").status,
+        401
+    );
+}
+
+#[tokio::test]
+async fn uploads_have_their_own_budget_and_count_as_requests() {
+    let budgets = RequestBudgets {
+        requests_per_minute: 10,
+        uploads_per_minute: 2,
+    };
+    let server = Server::start_with(budgets, Some(fifteen_seconds_into_this_minute())).await;
+    let client = server.client("agency", None).await;
+    let upload = json!({
+        "upload": {"name": "dot.png", "file": support::media::b64(&support::media::png(4, 4))},
+        "site_id": 1
+    });
+    for _ in 0..2 {
+        let reply = client
+            .post("/api/v2/images/", &upload)
+            .await
+            .expect("upload");
+        assert_eq!(reply.status, 201, "{}", reply.body);
+    }
+    let refused = client
+        .post("/api/v2/images/", &upload)
+        .await
+        .expect("upload");
+    assert_over_budget(&refused, "budget of 2 image uploads a minute");
+
+    // Other requests still go through, and the refused upload stored nothing.
+    let list = client.get("/api/v2/images/").await.expect("list");
+    assert_eq!(list.status, 200);
+    assert_eq!(list.body["meta"]["total_count"], 2);
+    // Three uploads and a list spent 4 of the 10 requests.
+    for _ in 0..6 {
+        assert_eq!(
+            client.get("/api/v2/images/").await.expect("list").status,
+            200
+        );
+    }
+    let refused = client.get("/api/v2/images/").await.expect("list");
+    assert_over_budget(&refused, "budget of 10 requests a minute");
+}
+
+#[tokio::test]
+async fn a_zero_budget_is_unlimited() {
+    let budgets = RequestBudgets {
+        requests_per_minute: 0,
+        uploads_per_minute: 0,
+    };
+    let server = Server::start_with(budgets, None).await;
+    let client = server.client("agency", None).await;
+    for _ in 0..30 {
+        assert_eq!(
+            client
+                .get("/api/v2/businesses/")
+                .await
+                .expect("list")
+                .status,
+            200
+        );
+    }
+}
+
+#[tokio::test]
+async fn offsets_past_the_end_answer_an_empty_page_and_link_back() {
+    let server = Server::start().await;
+    let client = server.client("agency", None).await;
+    for name in ["One", "Two"] {
+        create(&client, json!({"business_name": name})).await;
+    }
+    let page = client
+        .get("/api/v2/businesses/?offset=1000000000000000000&order_by=-business_name")
+        .await
+        .expect("list");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_eq!(page.body["objects"], json!([]));
+    assert_eq!(page.body["meta"]["total_count"], 2);
+    assert_eq!(page.body["meta"]["offset"], 1_000_000_000_000_000_000u64);
+    assert_eq!(page.body["meta"]["next"], Value::Null);
+    assert_eq!(
+        page.body["meta"]["previous"],
+        "/api/v2/businesses/?order_by=-business_name&limit=20&offset=0"
+    );
+    // Offsets and limits at and past the integer limits: no overflow, no 500.
+    for query in [
+        "offset=9223372036854775807&limit=1000",
+        "offset=18446744073709551615&limit=18446744073709551615",
+        "offset=99999999999999999999999999&limit=0",
+    ] {
+        for list in ["/api/v2/businesses/", "/api/v2/images/"] {
+            let page = client.get(&format!("{list}?{query}")).await.expect("list");
+            assert_eq!(page.status, 200, "{list}?{query}: {}", page.body);
+            assert_eq!(page.body["objects"], json!([]));
+            assert_eq!(page.body["meta"]["offset"], i64::MAX);
+            assert_eq!(page.body["meta"]["next"], Value::Null);
+        }
+    }
 }

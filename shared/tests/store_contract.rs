@@ -8,16 +8,83 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::BoxError;
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::SharedStore;
 
 /// A store under test and what to clean up after it.
 struct Fixture {
     store: SharedStore,
+    probe: RowProbe,
     table: Option<support::TestTable>,
     _dir: Option<tempfile::TempDir>,
+}
+
+/// Shows a case whether a store read list rows, or only counters.
+pub enum RowProbe {
+    /// The DynamoDB operations the store's client sent since `arm` (`None` before).
+    Dynamo(Arc<Mutex<Option<Vec<String>>>>),
+    /// The SQLite data directory: `arm` renames the record tables away, so from then on
+    /// every read of business or image rows fails and only counter reads succeed.
+    Sqlite(PathBuf),
+}
+
+impl RowProbe {
+    pub fn arm(&self) {
+        match self {
+            RowProbe::Dynamo(calls) => {
+                *calls.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
+            }
+            RowProbe::Sqlite(dir) => {
+                let db = rusqlite::Connection::open(dir.join("sitehost.db")).expect("open db");
+                db.execute_batch(
+                    "ALTER TABLE businesses RENAME TO businesses_hidden;
+                     ALTER TABLE images RENAME TO images_hidden;",
+                )
+                .expect("hide the record tables");
+            }
+        }
+    }
+
+    /// The DynamoDB operations since `arm`, by name (`GetItem`, `Query`, ...); `None` on
+    /// SQLite, where a row read fails instead.
+    pub fn calls(&self) -> Option<Vec<String>> {
+        match self {
+            RowProbe::Dynamo(calls) => calls.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            RowProbe::Sqlite(_) => None,
+        }
+    }
+}
+
+/// Records the operation (`X-Amz-Target`) of every request once armed.
+#[derive(Debug)]
+struct RecordCalls(Arc<Mutex<Option<Vec<String>>>>);
+
+impl Intercept for RecordCalls {
+    fn name(&self) -> &'static str {
+        "RecordCalls"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let target = context.request().headers().get("x-amz-target");
+        if let (Some(calls), Some(target)) = (
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).as_mut(),
+            target,
+        ) {
+            calls.push(target.rsplit('.').next().unwrap_or(target).to_string());
+        }
+        Ok(())
+    }
 }
 
 impl Fixture {
@@ -30,11 +97,21 @@ impl Fixture {
 
 async fn dynamo_fixture() -> Option<Fixture> {
     let table = support::TestTable::create().await?;
-    let store = DynamoStore::new(table.client.clone(), table.name.clone())
+    let calls = Arc::new(Mutex::new(None));
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        table
+            .client
+            .config()
+            .to_builder()
+            .interceptor(RecordCalls(calls.clone()))
+            .build(),
+    );
+    let store = DynamoStore::new(client, table.name.clone())
         .with_id_block(3)
         .with_read_page_size(7);
     Some(Fixture {
         store: Arc::new(store),
+        probe: RowProbe::Dynamo(calls),
         table: Some(table),
         _dir: None,
     })
@@ -51,6 +128,7 @@ async fn sqlite_fixture() -> Option<Fixture> {
     );
     Some(Fixture {
         store,
+        probe: RowProbe::Sqlite(dir.path().to_path_buf()),
         table: None,
         _dir: Some(dir),
     })
@@ -74,8 +152,21 @@ macro_rules! contract {
                 images,
                 concurrent_creates,
                 concurrent_patches,
+                budgets,
+                concurrent_budget_draws,
             );
+            contract!(@probed $factory; offsets_past_the_end_read_only_the_counter);
         }
+    };
+    (@probed $factory:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let Some(fixture) = $factory().await else { return };
+                super::cases::$case(fixture.store.clone(), &fixture.probe).await;
+                fixture.finish().await;
+            }
+        )*
     };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
         $(
@@ -101,7 +192,7 @@ mod cases {
     };
     use sitehost::clock::utc_date;
     use sitehost::image::{Image, ImageFilter, ImageQuery, NewImage};
-    use sitehost::store::{Page, SharedStore};
+    use sitehost::store::{BudgetDecision, BudgetKind, Page, SharedStore};
     use sitehost::ApiError;
 
     /// 2013-05-24T11:40:21 and the same time the next day.
@@ -1633,6 +1724,182 @@ mod cases {
                 );
             }
             assert_eq!(total(&store, a, all()).await, 1);
+        }
+    }
+
+    /// The start of a budget window (a multiple of 60).
+    const WINDOW: i64 = 1_700_000_040;
+
+    async fn draw(
+        store: &SharedStore,
+        key: &str,
+        kind: BudgetKind,
+        limit: u64,
+        now: i64,
+    ) -> BudgetDecision {
+        store
+            .consume_budget(key, kind, limit, now)
+            .await
+            .expect("consume_budget")
+    }
+
+    pub async fn budgets(store: SharedStore) {
+        use BudgetDecision::{Admitted, Refused};
+        use BudgetKind::{Requests, Uploads};
+        for second in [0, 10, 20] {
+            assert_eq!(
+                draw(&store, "k1", Requests, 3, WINDOW + second).await,
+                Admitted
+            );
+        }
+        assert_eq!(
+            draw(&store, "k1", Requests, 3, WINDOW + 15).await,
+            Refused { retry_after: 45 },
+            "over budget: wait for the window to end"
+        );
+        assert_eq!(
+            draw(&store, "k1", Requests, 3, WINDOW + 59).await,
+            Refused { retry_after: 1 }
+        );
+        assert_eq!(
+            draw(&store, "k1", Uploads, 1, WINDOW + 30).await,
+            Admitted,
+            "each kind has its own budget"
+        );
+        assert_eq!(
+            draw(&store, "k1", Uploads, 1, WINDOW + 31).await,
+            Refused { retry_after: 29 }
+        );
+        assert_eq!(
+            draw(&store, "k2", Requests, 3, WINDOW + 30).await,
+            Admitted,
+            "each key has its own budget"
+        );
+        // Separators in a key cannot make it share another key's counter.
+        assert_eq!(
+            draw(&store, "k1#requests", Requests, 1, WINDOW).await,
+            Admitted
+        );
+        assert_eq!(
+            draw(&store, "k1%23requests", Requests, 1, WINDOW).await,
+            Admitted
+        );
+        let long_key: String = "k".repeat(3000);
+        assert_eq!(draw(&store, &long_key, Requests, 1, WINDOW).await, Admitted);
+        assert_eq!(
+            draw(&store, &long_key, Requests, 1, WINDOW + 1).await,
+            Refused { retry_after: 59 }
+        );
+        // The next window starts afresh, and so does its own count.
+        for second in [60, 61, 62] {
+            assert_eq!(
+                draw(&store, "k1", Requests, 3, WINDOW + second).await,
+                Admitted
+            );
+        }
+        assert_eq!(
+            draw(&store, "k1", Requests, 3, WINDOW + 100).await,
+            Refused { retry_after: 20 }
+        );
+        assert_eq!(draw(&store, "k1", Uploads, 1, WINDOW + 100).await, Admitted);
+        // A raised limit admits more in the same window.
+        assert_eq!(
+            draw(&store, "k1", Requests, 100, WINDOW + 101).await,
+            Admitted
+        );
+    }
+
+    pub async fn concurrent_budget_draws(store: SharedStore) {
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .consume_budget("busy", BudgetKind::Requests, 10, WINDOW + 5 + i % 3)
+                        .await
+                })
+            })
+            .collect();
+        let mut admitted = 0;
+        let mut refused = Vec::new();
+        for task in tasks {
+            match task.await.expect("task").expect("consume_budget") {
+                BudgetDecision::Admitted => admitted += 1,
+                BudgetDecision::Refused { retry_after } => refused.push(retry_after),
+            }
+        }
+        assert_eq!(admitted, 10, "exactly the budget is admitted");
+        assert_eq!(refused.len(), 10);
+        assert!(refused.iter().all(|r| (53..=55).contains(r)), "{refused:?}");
+        assert_eq!(
+            draw(&store, "busy", BudgetKind::Uploads, 10, WINDOW + 9).await,
+            BudgetDecision::Admitted
+        );
+    }
+
+    /// An offset at or past `total_count` is answered from the counter alone: no `Query`,
+    /// no `BatchGetItem`, no row read, whatever the offset.
+    pub async fn offsets_past_the_end_read_only_the_counter(
+        store: SharedStore,
+        probe: &super::RowProbe,
+    ) {
+        let a = account(&store, "acme").await;
+        for name in ["One", "Two", "Three"] {
+            create(&store, a, new_business(name), DAY1).await;
+        }
+        for path in ["img/upload/a.png", "img/upload/b.png"] {
+            image(&store, a, new_image(path, Some(12), None), DAY1).await;
+        }
+        let huge = 1_000_000_000_000_000_000;
+        probe.arm();
+        for order in [BusinessOrder::IdAsc, BusinessOrder::NameDesc] {
+            for offset in [3, huge, u64::MAX] {
+                let page = list(&store, a, all(), order, offset, 1000).await;
+                assert_eq!((page.items, page.total_count), (vec![], 3), "{offset}");
+            }
+        }
+        let page = list(&store, a, deleted(false), BusinessOrder::IdAsc, huge, 20).await;
+        assert_eq!((page.items, page.total_count), (vec![], 3));
+        let page = list(&store, a, sub("nobody"), BusinessOrder::IdAsc, 1, 20).await;
+        assert_eq!((page.items, page.total_count), (vec![], 0));
+        for offset in [2, huge, u64::MAX] {
+            let page = list_images(&store, a, ImageFilter::default(), true, offset, 20).await;
+            assert_eq!((page.items, page.total_count), (vec![], 2), "{offset}");
+            let page = list_images(
+                &store,
+                a,
+                ImageFilter {
+                    site_id: Some(12),
+                    ..ImageFilter::default()
+                },
+                false,
+                offset,
+                20,
+            )
+            .await;
+            assert_eq!((page.items, page.total_count), (vec![], 2), "{offset}");
+        }
+        if let Some(calls) = probe.calls() {
+            assert_eq!(calls, vec!["GetItem".to_string(); 14], "counter reads only");
+        }
+        // The probe does see row reads: a page inside the list needs them.
+        let inside = store
+            .list_businesses(
+                a,
+                &BusinessQuery {
+                    filter: all(),
+                    order: BusinessOrder::IdAsc,
+                    limit: 20,
+                    offset: 2,
+                },
+            )
+            .await;
+        match probe.calls() {
+            Some(calls) => {
+                assert_eq!(inside.expect("list").items.len(), 1);
+                assert!(calls.iter().any(|c| c == "Query"), "{calls:?}");
+            }
+            None => assert!(inside.is_err(), "the record tables are hidden"),
         }
     }
 }

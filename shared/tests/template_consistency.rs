@@ -41,6 +41,8 @@ const OPTIONAL: &[&str] = &[
     "SITEHOST_FETCH_MAX_BYTES",
     "SITEHOST_MAX_PIXELS",
     "SITEHOST_MAX_SIDE",
+    "SITEHOST_REQUESTS_PER_MINUTE",
+    "SITEHOST_UPLOADS_PER_MINUTE",
 ];
 
 /// For tests only; a deployed function must never have them. `SITEHOST_TEST_*` too.

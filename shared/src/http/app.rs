@@ -13,7 +13,7 @@ use crate::http::{allowed_methods, route, ApiRequest, ApiResponse, Operation, Ro
 use crate::image::fetch::Fetcher;
 use crate::image::handlers as image;
 use crate::store::files::{LocalFiles, SharedFiles};
-use crate::store::{SharedStore, Stores};
+use crate::store::{BudgetDecision, BudgetKind, SharedStore, Stores};
 
 pub struct App {
     pub store: SharedStore,
@@ -110,18 +110,90 @@ impl App {
             &params,
         )
         .await?;
+        // The budget is drawn alongside the nonce; an operation runs only once both agree,
+        // so a request over budget costs its authentication and nothing else.
+        let budget = self.draw_budgets(&auth, route.operation, now);
         if route.operation.writes() {
-            auth::record_nonce(self.store.as_ref(), &auth, now).await?;
+            let (recorded, admitted) =
+                tokio::join!(auth::record_nonce(self.store.as_ref(), &auth, now), budget);
+            recorded?;
+            admitted?;
             self.run(route, &auth, req, &params).await
         } else {
             // A read may run while its nonce is recorded; a replay still gets only a 401.
-            let (recorded, response) = tokio::join!(
-                auth::record_nonce(self.store.as_ref(), &auth, now),
-                self.run(route, &auth, req, &params)
-            );
+            let (recorded, response) =
+                tokio::join!(auth::record_nonce(self.store.as_ref(), &auth, now), async {
+                    budget.await?;
+                    self.run(route, &auth, req, &params).await
+                });
             recorded?;
             response
         }
+    }
+
+    /// Counts the request against its key's budgets: every request against the request
+    /// budget, an upload against the upload budget as well (both at once). A budget of 0
+    /// is unlimited and costs nothing. Over either budget is a 429.
+    async fn draw_budgets(
+        &self,
+        auth: &Authenticated,
+        operation: Operation,
+        now: i64,
+    ) -> Result<()> {
+        let budgets = self.config.budgets;
+        let uploads = if operation == Operation::ImageUpload {
+            budgets.uploads_per_minute
+        } else {
+            0
+        };
+        let (requests, uploads) = tokio::try_join!(
+            self.draw(auth, BudgetKind::Requests, budgets.requests_per_minute, now),
+            self.draw(auth, BudgetKind::Uploads, uploads, now),
+        )?;
+        // Report the narrower budget first: an upload refused by both is told about uploads.
+        for (kind, limit, decision) in [
+            (BudgetKind::Uploads, uploads.0, uploads.1),
+            (BudgetKind::Requests, requests.0, requests.1),
+        ] {
+            if let BudgetDecision::Refused { retry_after } = decision {
+                tracing::info!(
+                    account_id = auth.caller.account_id,
+                    budget = kind.name(),
+                    limit,
+                    retry_after,
+                    "request over budget"
+                );
+                let what = match kind {
+                    BudgetKind::Requests => "requests",
+                    BudgetKind::Uploads => "image uploads",
+                };
+                return Err(ApiError::TooManyRequests {
+                    message: format!(
+                        "This key is over its budget of {limit} {what} a minute; retry after \
+                         {retry_after} seconds."
+                    ),
+                    retry_after,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn draw(
+        &self,
+        auth: &Authenticated,
+        kind: BudgetKind,
+        limit: u64,
+        now: i64,
+    ) -> Result<(u64, BudgetDecision)> {
+        if limit == 0 {
+            return Ok((limit, BudgetDecision::Admitted));
+        }
+        let decision = self
+            .store
+            .consume_budget(&auth.key, kind, limit, now)
+            .await?;
+        Ok((limit, decision))
     }
 
     async fn run(

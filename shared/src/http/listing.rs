@@ -86,8 +86,13 @@ pub fn envelope(
     let Paging { limit, offset } = paging;
     let next = (offset.saturating_add(limit) < total_count)
         .then(|| page_link(path, params, limit, offset + limit));
-    let previous =
-        (offset > 0).then(|| page_link(path, params, limit, offset.saturating_sub(limit)));
+    // Past the end, `previous` is the last page, not the empty one before this one.
+    let previous = (offset > 0).then(|| {
+        let previous = offset
+            .saturating_sub(limit)
+            .min(total_count.saturating_sub(limit));
+        page_link(path, params, limit, previous)
+    });
     json!({
         "meta": {
             "limit": limit,
@@ -173,5 +178,44 @@ mod tests {
             vec![],
         );
         assert_eq!(last["meta"]["next"], Value::Null);
+    }
+
+    #[test]
+    fn offsets_past_the_end_link_back_to_the_last_page_without_overflow() {
+        let paging = Paging::parse(&p(&[("offset", "99999999999999999999"), ("limit", "20")]))
+            .expect("a huge offset is valid");
+        assert_eq!(paging.offset, i64::MAX as u64);
+        for (offset, total, previous) in [
+            (i64::MAX as u64, 45, "/api/v2/images/?limit=20&offset=25"),
+            (
+                1_000_000_000_000_000_000,
+                5,
+                "/api/v2/images/?limit=20&offset=0",
+            ),
+            (40, 0, "/api/v2/images/?limit=20&offset=0"),
+            (30, 45, "/api/v2/images/?limit=20&offset=10"),
+        ] {
+            let v = envelope(
+                "/api/v2/images/",
+                &[],
+                Paging { limit: 20, offset },
+                total,
+                vec![],
+            );
+            assert_eq!(v["meta"]["next"], Value::Null, "{offset}");
+            assert_eq!(v["meta"]["previous"], previous, "{offset}");
+            assert_eq!(v["meta"]["offset"], offset);
+        }
+        let near_max = envelope(
+            "/api/v2/images/",
+            &[],
+            Paging {
+                limit: 1000,
+                offset: u64::MAX - 10,
+            },
+            u64::MAX,
+            vec![],
+        );
+        assert_eq!(near_max["meta"]["next"], Value::Null);
     }
 }

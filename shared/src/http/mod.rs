@@ -70,6 +70,9 @@ impl ApiResponse {
             ApiError::Unauthorized(_) => {
                 response.with_header("www-authenticate", "OAuth realm=\"sitehost\"")
             }
+            ApiError::TooManyRequests { retry_after, .. } => {
+                response.with_header("retry-after", retry_after.to_string())
+            }
             _ => response,
         }
     }

@@ -92,9 +92,63 @@ pub trait ImageStore: Send + Sync {
     async fn list_images(&self, account_id: i64, query: &ImageQuery) -> Result<Page<Image>>;
 }
 
+/// How long a request budget's window lasts: budgets count per fixed minute, aligned to
+/// the clock (`now - now % 60`), the same for every key.
+pub const BUDGET_WINDOW_SECS: i64 = 60;
+
+/// What a per-key request budget counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BudgetKind {
+    /// Every authenticated request.
+    Requests,
+    /// Image uploads (`POST /api/v2/images/`), which also count as requests.
+    Uploads,
+}
+
+impl BudgetKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BudgetKind::Requests => "requests",
+            BudgetKind::Uploads => "uploads",
+        }
+    }
+}
+
+/// The answer to one request drawn on a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetDecision {
+    Admitted,
+    /// Over the budget: the window it counted in ends in `retry_after` seconds (at most
+    /// 60, or 61 for a request that read the clock just before a window began).
+    Refused {
+        retry_after: u64,
+    },
+}
+
+/// The window `now` falls in: its start (unix seconds) and the seconds left until it ends.
+pub fn budget_window(now: i64) -> (i64, u64) {
+    let start = now - now.rem_euclid(BUDGET_WINDOW_SECS);
+    (start, (start + BUDGET_WINDOW_SECS - now) as u64)
+}
+
+/// Per-key request budgets: counters per key, kind and window.
+#[async_trait]
+pub trait BudgetStore: Send + Sync {
+    /// Counts one request of `kind` against `key`'s budget of `limit` (at least 1) in the
+    /// window `now` falls in. Atomic: however many calls run at once, at most `limit` of a
+    /// window are admitted. A refused call changes nothing that a later window sees.
+    async fn consume_budget(
+        &self,
+        key: &str,
+        kind: BudgetKind,
+        limit: u64,
+        now: i64,
+    ) -> Result<BudgetDecision>;
+}
+
 /// Everything the API needs from a record store.
-pub trait Store: KeyStore + BusinessStore + ImageStore {}
-impl<T: KeyStore + BusinessStore + ImageStore> Store for T {}
+pub trait Store: KeyStore + BusinessStore + ImageStore + BudgetStore {}
+impl<T: KeyStore + BusinessStore + ImageStore + BudgetStore> Store for T {}
 
 pub type SharedStore = Arc<dyn Store>;
 

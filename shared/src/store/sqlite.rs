@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS counters (
 DROP TABLE IF EXISTS nonces;
 "#;
 
+mod budgets;
 mod nonces;
 
 const DB_FILE: &str = "sitehost.db";
@@ -72,6 +73,8 @@ pub struct SqliteStore {
     /// the nonce memory, and `sitehost keys` must work beside a running `sitehost serve`.
     nonces: tokio::sync::OnceCell<nonces::NonceRecorder>,
     next_reader: AtomicUsize,
+    /// Request budgets of the current minute, in memory like the live nonces.
+    budgets: budgets::BudgetCounters,
 }
 
 fn db_error(err: rusqlite::Error) -> ApiError {
@@ -119,6 +122,7 @@ impl SqliteStore {
             readers,
             nonces: tokio::sync::OnceCell::new(),
             next_reader: AtomicUsize::new(0),
+            budgets: budgets::BudgetCounters::default(),
         })
     }
 
@@ -503,12 +507,21 @@ impl BusinessStore for SqliteStore {
         args.push(clamp_i64(query.limit).into());
         args.push(clamp_i64(query.offset).into());
         let scope = filter.scope();
+        let offset = query.offset;
         self.read(|conn| {
+            let total_count = counter(conn, account_id, "business", &scope)?;
+            // SQLite steps over every skipped row: a page past the end is answered from
+            // the counter alone.
+            if offset >= total_count {
+                return Ok(Page {
+                    items: Vec::new(),
+                    total_count,
+                });
+            }
             let items = conn
                 .prepare_cached(&sql)?
                 .query_map(rusqlite::params_from_iter(args), business_from_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            let total_count = counter(conn, account_id, "business", &scope)?;
             Ok(Page { items, total_count })
         })
     }
@@ -586,12 +599,21 @@ impl ImageStore for SqliteStore {
         args.push(clamp_i64(query.limit).into());
         args.push(clamp_i64(query.offset).into());
         let scope = query.filter.scope();
+        let offset = query.offset;
         self.read(|conn| {
+            let total_count = counter(conn, account_id, "image", &scope)?;
+            // SQLite steps over every skipped row: a page past the end is answered from
+            // the counter alone.
+            if offset >= total_count {
+                return Ok(Page {
+                    items: Vec::new(),
+                    total_count,
+                });
+            }
             let items = conn
                 .prepare_cached(&sql)?
                 .query_map(rusqlite::params_from_iter(args), image_from_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            let total_count = counter(conn, account_id, "image", &scope)?;
             Ok(Page { items, total_count })
         })
     }

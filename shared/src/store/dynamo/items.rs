@@ -121,6 +121,15 @@ pub fn nonce_key(api_key: &str, nonce: &str) -> Item {
     )
 }
 
+/// The counter of one key's budget of one kind in one window (`window`: its start, unix
+/// seconds). The key is escaped like in nonce keys, so no two (key, kind, window) share one.
+pub fn budget_key(api_key: &str, kind: &str, window: i64) -> Item {
+    key(
+        bounded(format!("BUDGET#{}#{kind}#{window}", escaped(api_key))),
+        "BUDGET",
+    )
+}
+
 pub fn business_key(id: i64) -> Item {
     key(format!("BUSINESS#{id}"), "BUSINESS")
 }
@@ -387,5 +396,11 @@ mod tests {
         assert!(pk.starts_with("H#") && pk.len() == 42);
         assert_eq!(pk, entries_pk(Kind::Business, 1, &long));
         assert_ne!(nonce_key("a#b", "c"), nonce_key("a", "b#c"));
+        assert_eq!(
+            budget_key("a#b", "uploads", 60)[PK].as_s().ok(),
+            Some(&"BUDGET#a%23b#uploads#60".to_string())
+        );
+        let long_budget = budget_key(&"k".repeat(2000), "uploads", 60);
+        assert!(long_budget[PK].as_s().is_ok_and(|pk| pk.starts_with("H#")));
     }
 }

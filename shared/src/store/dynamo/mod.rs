@@ -17,6 +17,7 @@ use tokio::task::JoinSet;
 
 use crate::error::{ApiError, Result};
 
+mod budgets;
 mod businesses;
 mod images;
 mod items;
@@ -374,8 +375,10 @@ impl DynamoStore {
     }
 
     /// One page of a scope: the records at `offset..offset+limit` in the order of the table
-    /// (id) or of `by_name`, and the scope's total. The counter read runs concurrently with
-    /// the `Query` and the `BatchGetItem` that follows it.
+    /// (id) or of `by_name`, and the scope's total. For the first page the counter read runs
+    /// concurrently with the `Query` and the `BatchGetItem` that follows it; a later page
+    /// reads the counter first, and a page past the end is answered from it alone (a
+    /// `Query` would read every entry up to the offset).
     async fn list_page(&self, list: ScopeList<'_>) -> Result<(Vec<Item>, u64)> {
         let ScopeList {
             kind,
@@ -401,8 +404,14 @@ impl DynamoStore {
             }
             Ok::<_, ApiError>(records)
         };
-        let (records, total) = tokio::try_join!(page, self.count(kind, account_id, scope))?;
-        Ok((records, total))
+        if list.offset == 0 {
+            return tokio::try_join!(page, self.count(kind, account_id, scope));
+        }
+        let total = self.count(kind, account_id, scope).await?;
+        if list.offset >= total {
+            return Ok((Vec::new(), total));
+        }
+        Ok((page.await?, total))
     }
 
     /// The ids at `offset..offset+limit` of a scope partition. Reads at most `offset+limit`
