@@ -110,8 +110,9 @@ impl App {
             &params,
         )
         .await?;
-        // The budget is drawn alongside the nonce; an operation runs only once both agree,
-        // so a request over budget costs its authentication and nothing else.
+        // The budget is drawn alongside the nonce: a write runs once both have answered, a
+        // read once the budget admits it. A request over budget costs its authentication,
+        // nonce and budget draw, and nothing else (a list may read thousands of items).
         let budget = self.draw_budgets(&auth, route.operation, now);
         if route.operation.writes() {
             let (recorded, admitted) =
