@@ -508,18 +508,21 @@ fn actions(statement: &Value) -> Vec<String> {
 /// partitions whose key was too long and is stored as its digest (business scopes with long
 /// partner ids). `BUDGET#*` (per-key request budgets) and `PATH#*` (image path index) are
 /// the items of the budget and upload-integrity work.
-const AUTHENTICATION: &[(&str, &str)] = &[
+/// `(action, partition key pattern)` grants.
+type Grants = &'static [(&'static str, &'static str)];
+
+const AUTHENTICATION: Grants = &[
     ("dynamodb:GetItem", "KEY#*"),
     ("dynamodb:PutItem", "NONCE#*"),
     ("dynamodb:UpdateItem", "BUDGET#*"),
 ];
-const BUSINESS_DETAIL: &[(&str, &str)] = &[
+const BUSINESS_DETAIL: Grants = &[
     ("dynamodb:GetItem", "IMAGE#*"),
     ("dynamodb:GetItem", "A#*#IC#*"),
     ("dynamodb:Query", "A#*#I#*"),
     ("dynamodb:BatchGetItem", "IMAGE#*"),
 ];
-const ALLOWED: &[(&str, &[&[(&str, &str)]])] = &[
+const ALLOWED: &[(&str, &[Grants])] = &[
     (
         "business-list",
         &[

@@ -300,6 +300,7 @@ mod tests {
 
     /// Through `authenticate` with a real store and key: a 401, not a panic (debug builds
     /// check arithmetic overflow, and the README's `cargo run` is one).
+    #[cfg(feature = "local")]
     #[tokio::test]
     async fn authenticate_refuses_extreme_timestamps_with_a_401() {
         let dir = tempfile::tempdir().expect("temp dir");
