@@ -20,8 +20,12 @@ pub struct Config {
     /// Hosts (with port when not the default) partners may sign requests against besides
     /// the request's own `Host`/`X-Forwarded-Host`: the frontend host, a custom domain.
     pub public_hosts: Vec<String>,
-    /// The scheme assumed when no `X-Forwarded-Proto` header says otherwise.
+    /// The scheme assumed when no trusted `X-Forwarded-Proto` header says otherwise.
     pub default_scheme: String,
+    /// The secret our CloudFront sends in `X-Origin-Verify` (`SITEHOST_ORIGIN_VERIFY`): only
+    /// requests carrying it may name the called host and scheme in `X-Forwarded-*`. `None`
+    /// (`sitehost serve` by default): those headers are never trusted.
+    pub origin_verify: Option<crate::auth::OriginSecret>,
     /// Largest request body accepted (413 beyond).
     pub max_body_bytes: usize,
     /// Ids handed out per DynamoDB counter update.
@@ -41,7 +45,10 @@ pub struct Config {
     pub fetch: crate::image::fetch::FetchConfig,
 }
 
-pub const DEFAULT_UPLOAD_MAX_BYTES: usize = 4_718_592;
+/// 4560 KiB: its base64 is 6 MiB less 64 KiB, which leaves the rest of a Lambda event
+/// (headers, request context, JSON) room under Lambda's 6 MB payload limit
+/// (`a_maximum_size_upload_event_fits_the_lambda_payload_limit` in tests/lambda_events.rs).
+pub const DEFAULT_UPLOAD_MAX_BYTES: usize = 4_669_440;
 
 /// How many requests one key may make per minute (fixed, clock-aligned windows); 0 means
 /// unlimited. Over a budget a request is answered 429 and does nothing else.
@@ -143,6 +150,8 @@ impl Config {
                 })
                 .unwrap_or_default(),
             default_scheme: var("SITEHOST_DEFAULT_SCHEME").unwrap_or_else(|| "https".into()),
+            origin_verify: var("SITEHOST_ORIGIN_VERIFY")
+                .and_then(|v| crate::auth::OriginSecret::new(&v)),
             max_body_bytes: parse_number("SITEHOST_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?,
             id_block: parse_number("SITEHOST_ID_BLOCK", 1)?,
             bucket: var("SITEHOST_BUCKET"),
@@ -161,6 +170,7 @@ impl Config {
             store: StoreKind::Embedded { data_dir },
             public_hosts: Vec::new(),
             default_scheme: "http".into(),
+            origin_verify: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             id_block: 1,
             bucket: None,

@@ -1,14 +1,17 @@
 //! `events/cloudfront-*.json`: API Gateway HTTP API (payload v2) events as they arrive
 //! through the CloudFront distribution of `template.yaml`. `Host` is the execute-api domain
 //! (the origin request policy forwards every viewer header but `Host`), the viewer-request
-//! CloudFront Function has put the frontend host into `X-Forwarded-Host`, and CloudFront
-//! added `Via`, `X-Amz-Cf-Id` and its edge address to `X-Forwarded-For`. The partner signed
-//! the request against `https://<frontend host>/...`.
+//! CloudFront Function has put the frontend host into `X-Forwarded-Host`, CloudFront added
+//! the origin-verify secret in `X-Origin-Verify` (an origin custom header), `Via`,
+//! `X-Amz-Cf-Id` and its edge address to `X-Forwarded-For`. The partner signed the request
+//! against `https://<frontend host>/...`.
 //!
 //! Each event runs through its function's handler under a fixed clock and a known key, as
 //! `lambda_events.rs` does: the right signature is accepted, and the same event with another
-//! `X-Forwarded-Host` (a signature made for another host) is a 401. One event is sent straight
-//! to the execute-api domain and signed against it.
+//! `X-Forwarded-Host` (a signature made for another host) is a 401, and so is the event
+//! without the secret or with a wrong one (the forwarded host is then not trusted). One event
+//! is sent straight to the execute-api domain and signed against it; the `X-Forwarded-Host`
+//! its client added is ignored.
 //!
 //! `SITEHOST_WRITE_EVENTS=1 cargo test -p sitehost --test cloudfront_events` rewrites the
 //! events after a change to this file.
@@ -20,7 +23,7 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 use sitehost::auth::oauth1;
 use sitehost::http::{lambda, Operation};
-use support::events::{fixture_app, FixtureKey, SIGNED_AT};
+use support::events::{fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT};
 
 const KEY: &str = "cloudfrontfixturekey";
 const SECRET: &str = "cloudfrontfixturesecret00000000000000001";
@@ -148,13 +151,10 @@ fn events_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../events")
 }
 
-fn event_json(case: &Case, nonce: &str) -> Value {
+/// The partner's `Authorization` header for the request, signed for `https://<host>/...`.
+fn authorization(case: &Case, signed_host: &str, nonce: &str) -> String {
     let params = oauth1::parse_query(case.query).unwrap_or_default();
-    let signed_host = match case.via {
-        Via::CloudFront(host) => host,
-        Via::Direct => API_HOST,
-    };
-    let auth = oauth1::authorization_header(
+    oauth1::authorization_header(
         case.method,
         &format!("https://{signed_host}{}", case.path),
         &params,
@@ -162,7 +162,16 @@ fn event_json(case: &Case, nonce: &str) -> Value {
         SECRET,
         SIGNED_AT,
         nonce,
-    );
+    )
+}
+
+fn event_json(case: &Case, nonce: &str) -> Value {
+    let params = oauth1::parse_query(case.query).unwrap_or_default();
+    let signed_host = match case.via {
+        Via::CloudFront(host) => host,
+        Via::Direct => API_HOST,
+    };
+    let auth = authorization(case, signed_host, nonce);
     let body = case.body.as_ref().map(Value::to_string);
     let mut headers = json!({
         "accept": "*/*",
@@ -187,10 +196,13 @@ fn event_json(case: &Case, nonce: &str) -> Value {
             ));
             headers["x-forwarded-for"] = json!(format!("{CLIENT_IP}, {EDGE_IP}"));
             headers["x-forwarded-host"] = json!(host);
+            headers["x-origin-verify"] = json!(ORIGIN_SECRET);
             EDGE_IP
         }
         Via::Direct => {
             headers["x-forwarded-for"] = json!(CLIENT_IP);
+            // Sent by the client, not by our CloudFront (no X-Origin-Verify): ignored.
+            headers["x-forwarded-host"] = json!(FRONTEND_HOST);
             CLIENT_IP
         }
     };
@@ -230,13 +242,24 @@ fn event_json(case: &Case, nonce: &str) -> Value {
     })
 }
 
-/// Runs an event (JSON text) through an operation's handler: status and JSON body.
+/// Runs an event (JSON text) through an operation's handler: status and JSON body. The app
+/// is configured as the template configures the functions: `ORIGIN_SECRET` is
+/// `SITEHOST_ORIGIN_VERIFY`.
 async fn run(
     public_hosts: &[&str],
     operation: Operation,
     event: &str,
 ) -> (u16, Value, lambda_http::Response<lambda_http::Body>) {
-    let (app, _dir) = fixture_app(&FIXTURE, public_hosts).await;
+    run_with_secret(public_hosts, Some(ORIGIN_SECRET), operation, event).await
+}
+
+async fn run_with_secret(
+    public_hosts: &[&str],
+    origin_secret: Option<&str>,
+    operation: Operation,
+    event: &str,
+) -> (u16, Value, lambda_http::Response<lambda_http::Body>) {
+    let (app, _dir) = fixture_app(&FIXTURE, public_hosts, origin_secret).await;
     let request = lambda_http::request::from_str(event).expect("an API Gateway event");
     let response = lambda::to_lambda(
         app.handle_operation(operation, lambda::from_lambda(request))
@@ -249,15 +272,34 @@ async fn run(
     (response.status().as_u16(), body, response)
 }
 
+/// The event with one header replaced, or removed with `None`.
+fn with_header(event: &str, name: &str, value: Option<&str>) -> String {
+    let mut event: Value = serde_json::from_str(event).expect("event json");
+    let headers = event["headers"].as_object_mut().expect("headers");
+    match value {
+        Some(value) => headers.insert(name.into(), json!(value)),
+        None => headers.remove(name),
+    };
+    event.to_string()
+}
+
 /// The event with its `x-forwarded-host` header replaced, or removed with `None`.
 fn with_forwarded_host(event: &str, host: Option<&str>) -> String {
-    let mut value: Value = serde_json::from_str(event).expect("event json");
-    let headers = value["headers"].as_object_mut().expect("headers");
-    match host {
-        Some(host) => headers.insert("x-forwarded-host".into(), json!(host)),
-        None => headers.remove("x-forwarded-host"),
-    };
-    value.to_string()
+    with_header(event, "x-forwarded-host", host)
+}
+
+/// The event signed for another host (same nonce, taken from its request id).
+fn signed_for(case: &Case, event: &str, host: &str) -> String {
+    let parsed: Value = serde_json::from_str(event).expect("event json");
+    let nonce = parsed["requestContext"]["requestId"]
+        .as_str()
+        .and_then(|id| id.strip_prefix("req-"))
+        .expect("request id req-<nonce>");
+    with_header(
+        event,
+        "authorization",
+        Some(&authorization(case, host, nonce)),
+    )
 }
 
 fn read_event(case: &Case, index: usize) -> String {
@@ -324,14 +366,49 @@ async fn events_through_cloudfront_verify_against_the_frontend_host() {
                 assert_eq!(status, 401, "{}: {body}", case.file);
                 let (status, body, _) = run(&[host], case.operation, &stripped).await;
                 assert_eq!(status, case.expect_status, "{}: {body}", case.file);
+
+                // X-Forwarded-Host counts only next to the origin-verify secret: without it,
+                // or with a wrong one, the request is verified against `Host` (and the
+                // configured hosts) only.
+                assert_eq!(event["headers"]["x-origin-verify"], ORIGIN_SECRET);
+                let wrong_secret = format!("{}x", &ORIGIN_SECRET[1..]);
+                for verify in [None, Some(wrong_secret.as_str()), Some("")] {
+                    let unverified = with_header(&text, "x-origin-verify", verify);
+                    let (status, body, _) = run(&[], case.operation, &unverified).await;
+                    assert_eq!(status, 401, "{} {verify:?}: {body}", case.file);
+                    assert_eq!(body["error"], "invalid signature", "{}", case.file);
+                    let (status, body, _) = run(&[host], case.operation, &unverified).await;
+                    assert_eq!(
+                        status, case.expect_status,
+                        "{} {verify:?}: {body}",
+                        case.file
+                    );
+                }
+                // A deployment without a secret (`sitehost serve` by default) trusts no
+                // forwarded header, whatever the request carries.
+                let (status, body, _) = run_with_secret(&[], None, case.operation, &text).await;
+                assert_eq!(status, 401, "{}: {body}", case.file);
             }
             Via::Direct => {
-                assert!(event["headers"].get("x-forwarded-host").is_none());
+                assert_eq!(event["headers"]["x-forwarded-host"], FRONTEND_HOST);
+                assert!(event["headers"].get("x-origin-verify").is_none());
                 assert!(event["headers"].get("via").is_none());
-                // Signed against the execute-api domain: a frontend host claimed in
-                // X-Forwarded-Host does not stop `Host` from being tried.
-                let claimed = with_forwarded_host(&text, Some(FRONTEND_HOST));
+                // Signed against the execute-api domain, it verified (above) although its
+                // client claimed the frontend host in X-Forwarded-Host. Signed for the
+                // claimed host, it does not: the claim is ignored without the secret
+                // (otherwise a signature made for any host, e.g. another deployment sharing
+                // the key, could be replayed here by naming that host).
+                let claimed = signed_for(case, &text, FRONTEND_HOST);
                 let (status, body, _) = run(&[], case.operation, &claimed).await;
+                assert_eq!(status, 401, "{}: {body}", case.file);
+                assert_eq!(body["error"], "invalid signature", "{}", case.file);
+                let claimed = signed_for(case, &text, OTHER_HOST);
+                let claimed = with_forwarded_host(&claimed, Some(OTHER_HOST));
+                let (status, body, _) = run(&[], case.operation, &claimed).await;
+                assert_eq!(status, 401, "{}: {body}", case.file);
+                // The same claim next to the secret (as CloudFront sends it) counts.
+                let verified = with_header(&claimed, "x-origin-verify", Some(ORIGIN_SECRET));
+                let (status, body, _) = run(&[], case.operation, &verified).await;
                 assert_eq!(status, case.expect_status, "{}: {body}", case.file);
             }
         }

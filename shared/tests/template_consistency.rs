@@ -6,8 +6,13 @@
 //! - every environment variable the code reads is set for the functions that need it, or is
 //!   optional with a default documented in docs/deploy.md; the test-only ones are never set;
 //! - every function's CodeUri is a workspace member whose package and binary carry its name;
-//! - the CloudFront `/api/*` behaviour forwards what signature checks need, and the IAM
-//!   policies keep read-only functions read-only.
+//! - the CloudFront `/api/*` behaviour forwards what signature checks need, with the
+//!   generated origin-verify secret that the functions compare;
+//! - each function's IAM policy allows exactly the DynamoDB calls and partition keys it uses
+//!   (read-only functions write only nonces and budgets; only the CLI reads the key
+//!   listing), and S3 writes only under `img/upload/`;
+//! - files get `X-Content-Type-Options: nosniff`, a custom domain TLS 1.2 at least, and
+//!   image-upload reserved concurrency.
 //!
 //! The template is parsed as `serde_yaml::Value`, which keeps CloudFormation tags (`!Ref`,
 //! `!Sub`, `!GetAtt`, `!If`) as tagged values.
@@ -25,6 +30,7 @@ const SET_FOR_ALL: &[&str] = &[
     "SITEHOST_TABLE",
     "SITEHOST_PUBLIC_HOSTS",
     "SITEHOST_DEFAULT_SCHEME",
+    "SITEHOST_ORIGIN_VERIFY",
     "RUST_LOG",
 ];
 
@@ -499,52 +505,477 @@ fn actions(statement: &Value) -> Vec<String> {
     }
 }
 
+/// What each function may do on the table: action => the partition keys
+/// (`dynamodb:LeadingKeys` patterns) it may touch (docs/dynamodb-design.md). `H#*` are
+/// partitions whose key was too long and is stored as its digest (business scopes with long
+/// partner ids). `BUDGET#*` (per-key request budgets) and `PATH#*` (image path index) are
+/// the items of the budget and upload-integrity work.
+/// `(action, partition key pattern)` grants.
+type Grants = &'static [(&'static str, &'static str)];
+
+const AUTHENTICATION: Grants = &[
+    ("dynamodb:GetItem", "KEY#*"),
+    ("dynamodb:PutItem", "NONCE#*"),
+    ("dynamodb:UpdateItem", "BUDGET#*"),
+];
+const BUSINESS_DETAIL: Grants = &[
+    ("dynamodb:GetItem", "IMAGE#*"),
+    ("dynamodb:GetItem", "A#*#IC#*"),
+    ("dynamodb:Query", "A#*#I#*"),
+    ("dynamodb:BatchGetItem", "IMAGE#*"),
+];
+const ALLOWED: &[(&str, &[Grants])] = &[
+    (
+        "business-list",
+        &[
+            AUTHENTICATION,
+            &[
+                ("dynamodb:GetItem", "A#*#BC#*"),
+                ("dynamodb:GetItem", "H#*"),
+                ("dynamodb:Query", "A#*#B#*"),
+                ("dynamodb:Query", "H#*"),
+                ("dynamodb:BatchGetItem", "BUSINESS#*"),
+            ],
+        ],
+    ),
+    (
+        "business-get",
+        &[
+            AUTHENTICATION,
+            BUSINESS_DETAIL,
+            &[("dynamodb:GetItem", "BUSINESS#*")],
+        ],
+    ),
+    (
+        "business-create",
+        &[
+            AUTHENTICATION,
+            BUSINESS_DETAIL,
+            &[
+                ("dynamodb:PutItem", "BUSINESS#*"),
+                ("dynamodb:PutItem", "A#*#B#*"),
+                ("dynamodb:PutItem", "H#*"),
+                ("dynamodb:UpdateItem", "SEQ#business"),
+                ("dynamodb:UpdateItem", "A#*#BC#*"),
+                ("dynamodb:UpdateItem", "H#*"),
+                ("dynamodb:ConditionCheckItem", "IMAGE#*"),
+            ],
+        ],
+    ),
+    (
+        "business-update",
+        &[
+            AUTHENTICATION,
+            BUSINESS_DETAIL,
+            &[
+                ("dynamodb:GetItem", "BUSINESS#*"),
+                ("dynamodb:PutItem", "BUSINESS#*"),
+                ("dynamodb:PutItem", "A#*#B#*"),
+                ("dynamodb:PutItem", "H#*"),
+                ("dynamodb:DeleteItem", "A#*#B#*"),
+                ("dynamodb:DeleteItem", "H#*"),
+                ("dynamodb:UpdateItem", "A#*#BC#*"),
+                ("dynamodb:UpdateItem", "H#*"),
+                ("dynamodb:ConditionCheckItem", "IMAGE#*"),
+            ],
+        ],
+    ),
+    (
+        "image-list",
+        &[
+            AUTHENTICATION,
+            &[
+                ("dynamodb:GetItem", "A#*#IC#*"),
+                ("dynamodb:Query", "A#*#I#*"),
+                ("dynamodb:BatchGetItem", "IMAGE#*"),
+            ],
+        ],
+    ),
+    (
+        "image-get",
+        &[AUTHENTICATION, &[("dynamodb:GetItem", "IMAGE#*")]],
+    ),
+    (
+        "image-upload",
+        &[
+            AUTHENTICATION,
+            &[
+                ("dynamodb:GetItem", "BUSINESS#*"),
+                ("dynamodb:GetItem", "PATH#*"),
+                ("dynamodb:PutItem", "IMAGE#*"),
+                ("dynamodb:PutItem", "A#*#I#*"),
+                ("dynamodb:PutItem", "PATH#*"),
+                ("dynamodb:UpdateItem", "SEQ#image"),
+                ("dynamodb:UpdateItem", "A#*#IC#*"),
+                ("dynamodb:ConditionCheckItem", "BUSINESS#*"),
+            ],
+        ],
+    ),
+];
+
+/// IAM's `StringLike`: `*` matches any run of characters, `?` any one.
+fn glob(pattern: &str, text: &str) -> bool {
+    match pattern.chars().next() {
+        None => text.is_empty(),
+        Some('*') => (0..=text.len())
+            .filter(|i| text.is_char_boundary(*i))
+            .any(|i| glob(&pattern[1..], &text[i..])),
+        Some(c) => text.chars().next().is_some_and(|t| {
+            (c == '?' || c == t) && glob(&pattern[c.len_utf8()..], &text[t.len_utf8()..])
+        }),
+    }
+}
+
+/// A statement's `Resource` as a list of values.
+fn resources(statement: &Value) -> Vec<&Value> {
+    match &statement["Resource"] {
+        Value::Sequence(list) => list.iter().collect(),
+        other => vec![other],
+    }
+}
+
+/// Every `(action, partition key pattern)` a function's statements allow on the table.
+fn table_grants(function: &Function) -> BTreeSet<(String, String)> {
+    let mut grants = BTreeSet::new();
+    for statement in function.statements() {
+        let sid = statement["Sid"].as_str().unwrap_or("?");
+        let what = format!("{}: {sid}", function.logical_id);
+        assert_eq!(statement["Effect"].as_str(), Some("Allow"), "{what}");
+        let actions = actions(statement);
+        if !actions.iter().any(|a| a.starts_with("dynamodb:")) {
+            continue;
+        }
+        assert!(
+            actions.iter().all(|a| a.starts_with("dynamodb:")),
+            "{what} mixes services"
+        );
+        for resource in resources(statement) {
+            let is_table =
+                tagged(resource, "GetAtt").and_then(Value::as_str) == Some("RecordsTable.Arn");
+            let is_by_name = tagged(resource, "Sub").and_then(Value::as_str)
+                == Some("${RecordsTable.Arn}/index/by_name");
+            assert!(
+                is_table || (is_by_name && actions == ["dynamodb:Query"]),
+                "{what}: resource {resource:?} (only Query may name the by_name index)"
+            );
+            if is_by_name {
+                assert_eq!(
+                    function.dir, "business-list",
+                    "{what}: only name order uses by_name"
+                );
+            }
+        }
+        let leading = statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+            .as_sequence()
+            .unwrap_or_else(|| {
+                panic!("{what}: every table grant is limited by dynamodb:LeadingKeys")
+            });
+        assert_eq!(
+            statement["Condition"].as_mapping().map(|m| m.len()),
+            Some(1),
+            "{what}: one condition operator"
+        );
+        for action in &actions {
+            for pattern in leading {
+                grants.insert((action.clone(), str_of(pattern, "LeadingKeys").to_string()));
+            }
+        }
+    }
+    grants
+}
+
 #[test]
-fn only_writing_operations_write() {
+fn each_function_may_touch_only_the_items_it_uses() {
+    let template = template();
+    let functions = functions(&template);
+    for function in &functions {
+        let operation = operation_for_dir(&function.dir);
+        let grants = table_grants(function);
+        let (_, expected) = ALLOWED
+            .iter()
+            .find(|(dir, _)| *dir == function.dir)
+            .unwrap_or_else(|| panic!("{} is not in ALLOWED", function.dir));
+        let expected: BTreeSet<(String, String)> = expected
+            .iter()
+            .flat_map(|group| group.iter())
+            .map(|(a, k)| (a.to_string(), k.to_string()))
+            .collect();
+        assert_eq!(grants, expected, "{}: table grants", function.logical_id);
+
+        for (action, pattern) in &grants {
+            // The key listing and other keys' records are the CLI's alone.
+            if ["dynamodb:Query", "dynamodb:BatchGetItem"].contains(&action.as_str()) {
+                for key_item in ["KEYS", "KEY#pamuJL7pb1PEYMKig4Tj", "ACCOUNT#acme"] {
+                    assert!(
+                        !glob(pattern, key_item),
+                        "{}: {action} on {pattern} reaches {key_item}",
+                        function.logical_id
+                    );
+                }
+            }
+            let writes = [
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:BatchWriteItem",
+            ]
+            .contains(&action.as_str());
+            if writes {
+                for forbidden in ["KEY#k", "KEYS", "ACCOUNT#acme", "SEQ#user", "SEQ#account"] {
+                    assert!(
+                        !glob(pattern, forbidden),
+                        "{}: {action} on {pattern} may write {forbidden}",
+                        function.logical_id
+                    );
+                }
+            }
+            if writes && !operation.writes() {
+                // Read-only functions record nonces and count budgets, nothing else.
+                assert!(
+                    [
+                        ("dynamodb:PutItem", "NONCE#*"),
+                        ("dynamodb:UpdateItem", "BUDGET#*")
+                    ]
+                    .contains(&(action.as_str(), pattern.as_str())),
+                    "{}: a read-only function may not {action} {pattern}",
+                    function.logical_id
+                );
+            }
+            if action == "dynamodb:DeleteItem" {
+                assert_eq!(
+                    operation,
+                    Operation::BusinessUpdate,
+                    "{}: only business-update deletes (list entries of scopes left)",
+                    function.logical_id
+                );
+            }
+        }
+    }
+    // The globs themselves: `A#*#B#*` is business entries, not counters or images.
+    assert!(glob("A#*#B#*", "A#1#B#d=0"));
+    assert!(!glob("A#*#B#*", "A#1#BC#d=0"));
+    assert!(!glob("A#*#B#*", "A#1#I#*"));
+    assert!(!glob("KEY#*", "KEYS"));
+}
+
+#[test]
+fn only_image_upload_touches_the_bucket_and_only_its_upload_prefix() {
     let template = template();
     for function in functions(&template) {
-        let operation = operation_for_dir(&function.dir);
         for statement in function.statements() {
             let sid = statement["Sid"].as_str().unwrap_or("?");
-            assert_eq!(statement["Effect"].as_str(), Some("Allow"));
             for action in actions(statement) {
                 assert!(
                     !action.contains('*'),
                     "{}: {sid} grants the wildcard action {action}",
                     function.logical_id
                 );
-                let writes = [
-                    "dynamodb:PutItem",
-                    "dynamodb:UpdateItem",
-                    "dynamodb:DeleteItem",
-                    "dynamodb:BatchWriteItem",
-                ]
-                .contains(&action.as_str());
-                if writes && !operation.writes() {
-                    // Read-only functions record nonces, and nothing else.
-                    assert_eq!(action, "dynamodb:PutItem", "{}", function.logical_id);
-                    let leading =
-                        &statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
-                    assert_eq!(
-                        leading
-                            .as_sequence()
-                            .map(|l| l.iter().filter_map(Value::as_str).collect::<Vec<_>>()),
-                        Some(vec!["NONCE#*"]),
-                        "{}: a read-only function may put nonce items only",
-                        function.logical_id
-                    );
+                if !action.starts_with("s3:") {
+                    continue;
                 }
-                if action.starts_with("s3:") {
+                assert_eq!(
+                    operation_for_dir(&function.dir),
+                    Operation::ImageUpload,
+                    "{}: only image-upload touches the bucket",
+                    function.logical_id
+                );
+                assert!(
+                    ["s3:PutObject", "s3:DeleteObject"].contains(&action.as_str()),
+                    "{}: {sid} grants {action}",
+                    function.logical_id
+                );
+                for resource in resources(statement) {
                     assert_eq!(
-                        operation,
-                        Operation::ImageUpload,
-                        "{}: only image-upload touches the bucket",
+                        tagged(resource, "Sub").and_then(Value::as_str),
+                        Some("${FilesBucket.Arn}/img/upload/*"),
+                        "{}: {sid}: S3 writes are limited to the upload prefix",
                         function.logical_id
                     );
                 }
             }
         }
     }
+}
+
+#[test]
+fn image_upload_has_reserved_concurrency() {
+    let template = template();
+    let parameter = &template["Parameters"]["ImageUploadReservedConcurrency"];
+    assert_eq!(parameter["Type"].as_str(), Some("Number"));
+    let default = parameter["Default"].as_u64().expect("a numeric default");
+    assert!(
+        (1..=100).contains(&default),
+        "a default that caps uploads: {default}"
+    );
+    assert_eq!(parameter["MinValue"].as_u64(), Some(0));
+    // 0 means unreserved: CloudFormation would read it as "throttle every upload".
+    let condition = &template["Conditions"]["ReserveUploadConcurrency"];
+    let not = tagged(condition, "Not")
+        .and_then(Value::as_sequence)
+        .expect("ReserveUploadConcurrency: !Not [...]");
+    let equals = tagged(&not[0], "Equals")
+        .and_then(Value::as_sequence)
+        .expect("!Not [!Equals [...]]");
+    assert_eq!(
+        tagged(&equals[0], "Ref").and_then(Value::as_str),
+        Some("ImageUploadReservedConcurrency")
+    );
+    assert_eq!(equals[1].as_u64(), Some(0));
+
+    for function in functions(&template) {
+        let reserved = function.properties().get("ReservedConcurrentExecutions");
+        if function.dir != "image-upload" {
+            assert!(reserved.is_none(), "{}", function.logical_id);
+            continue;
+        }
+        let branches = reserved
+            .and_then(|r| tagged(r, "If"))
+            .and_then(Value::as_sequence)
+            .expect("ImageUploadFunction: ReservedConcurrentExecutions: !If [...]");
+        assert_eq!(branches[0].as_str(), Some("ReserveUploadConcurrency"));
+        assert_eq!(
+            tagged(&branches[1], "Ref").and_then(Value::as_str),
+            Some("ImageUploadReservedConcurrency")
+        );
+        assert_eq!(
+            tagged(&branches[2], "Ref").and_then(Value::as_str),
+            Some("AWS::NoValue")
+        );
+    }
+}
+
+#[test]
+fn origin_verify_secret_is_generated_and_shared_by_cloudfront_and_the_functions() {
+    let template = template();
+    let resources = template["Resources"].as_mapping().expect("Resources");
+    let secrets: Vec<(&str, &Value)> = resources
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::SecretsManager::Secret"))
+        .map(|(id, r)| (str_of(id, "logical id"), r))
+        .collect();
+    assert_eq!(secrets.len(), 1, "one origin-verify secret");
+    let (secret_id, secret) = secrets[0];
+    let generate = &secret["Properties"]["GenerateSecretString"];
+    assert!(generate["PasswordLength"].as_u64().unwrap_or(0) >= 32);
+    // Punctuation could include characters that do not survive a header value.
+    assert_eq!(generate["ExcludePunctuation"].as_bool(), Some(true));
+    assert!(secret["Properties"].get("SecretString").is_none());
+    let reference = format!("{{{{resolve:secretsmanager:${{{secret_id}}}:SecretString}}}}");
+
+    // Every function gets it (Globals), resolved at deploy time.
+    assert_eq!(
+        tagged(&globals_value(&template, "SITEHOST_ORIGIN_VERIFY"), "Sub").and_then(Value::as_str),
+        Some(reference.as_str())
+    );
+    for function in functions(&template) {
+        assert!(
+            !function.environment().contains("SITEHOST_ORIGIN_VERIFY"),
+            "{}: set only in Globals",
+            function.logical_id
+        );
+    }
+
+    // CloudFront sends the same value to the API origin, in the header the code reads.
+    let config = &template["Resources"]["Distribution"]["Properties"]["DistributionConfig"];
+    let api = config["Origins"]
+        .as_sequence()
+        .expect("Origins")
+        .iter()
+        .find(|o| o["Id"].as_str() == Some("api"))
+        .expect("the api origin");
+    let headers = api["OriginCustomHeaders"]
+        .as_sequence()
+        .expect("OriginCustomHeaders on the api origin");
+    let header = headers
+        .iter()
+        .find(|h| {
+            h["HeaderName"]
+                .as_str()
+                .is_some_and(|n| n.eq_ignore_ascii_case(sitehost::auth::ORIGIN_VERIFY_HEADER))
+        })
+        .expect("the origin-verify header");
+    assert_eq!(
+        tagged(&header["HeaderValue"], "Sub").and_then(Value::as_str),
+        Some(reference.as_str())
+    );
+    // The files origin never sees it.
+    for origin in config["Origins"].as_sequence().expect("Origins") {
+        if origin["Id"].as_str() != Some("api") {
+            assert!(origin.get("OriginCustomHeaders").is_none());
+        }
+    }
+}
+
+#[test]
+fn files_are_nosniff_and_custom_domains_need_tls_1_2() {
+    let template = template();
+    let resources = &template["Resources"];
+    let config = &resources["Distribution"]["Properties"]["DistributionConfig"];
+    let mut behaviours = vec![&config["DefaultCacheBehavior"]];
+    behaviours.extend(
+        config["CacheBehaviors"]
+            .as_sequence()
+            .expect("CacheBehaviors"),
+    );
+    for behaviour in behaviours {
+        let policy_id = tagged(&behaviour["ResponseHeadersPolicyId"], "Ref")
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("{behaviour:?} has no response headers policy"));
+        let policy = &resources[policy_id];
+        assert_eq!(
+            policy["Type"].as_str(),
+            Some("AWS::CloudFront::ResponseHeadersPolicy")
+        );
+        let security =
+            &policy["Properties"]["ResponseHeadersPolicyConfig"]["SecurityHeadersConfig"];
+        assert_eq!(
+            security["ContentTypeOptions"]["Override"].as_bool(),
+            Some(true),
+            "X-Content-Type-Options: nosniff, replacing any the origin sent"
+        );
+    }
+    // The files (default behaviour) come from the bucket.
+    assert_eq!(
+        config["DefaultCacheBehavior"]["TargetOriginId"].as_str(),
+        Some("files")
+    );
+
+    // With a custom domain: its certificate, SNI, TLS 1.2 at least. Without one, the
+    // cloudfront.net certificate (whose minimum CloudFront sets).
+    let branches = tagged(&config["ViewerCertificate"], "If")
+        .and_then(Value::as_sequence)
+        .expect("ViewerCertificate: !If [HasCustomDomain, ...]");
+    assert_eq!(branches[0].as_str(), Some("HasCustomDomain"));
+    let custom = &branches[1];
+    let minimum = custom["MinimumProtocolVersion"]
+        .as_str()
+        .expect("MinimumProtocolVersion");
+    assert!(
+        minimum.starts_with("TLSv1.2_") || minimum.starts_with("TLSv1.3_"),
+        "{minimum}"
+    );
+    assert_eq!(custom["SslSupportMethod"].as_str(), Some("sni-only"));
+    assert_eq!(
+        tagged(&custom["AcmCertificateArn"], "Ref").and_then(Value::as_str),
+        Some("CertificateArn")
+    );
+    assert_eq!(
+        branches[2]["CloudFrontDefaultCertificate"].as_bool(),
+        Some(true)
+    );
+    // CloudFront to the API: TLS 1.2 only.
+    let api = config["Origins"]
+        .as_sequence()
+        .expect("Origins")
+        .iter()
+        .find(|o| o["Id"].as_str() == Some("api"))
+        .expect("api origin");
+    assert_eq!(
+        api["CustomOriginConfig"]["OriginSSLProtocols"]
+            .as_sequence()
+            .map(|l| l.iter().filter_map(Value::as_str).collect::<Vec<_>>()),
+        Some(vec!["TLSv1.2"])
+    );
 }
 
 #[test]
@@ -605,6 +1036,7 @@ fn cloudfront_forwards_what_signatures_need() {
         "FunctionCode",
     );
     assert!(code.contains("x-forwarded-host") && code.contains("'host'"));
+    assert!(code.contains("x-forwarded-proto"));
     check_function_code_with_node(code);
 }
 
@@ -614,7 +1046,8 @@ fn check_function_code_with_node(code: &str) {
         "{code}\n\
          var out = handler({{request: {{method: 'GET', uri: '/api/v2/businesses/', headers: {{\
            host: {{value: 'd111111abcdef8.cloudfront.net'}}, \
-           'x-forwarded-host': {{value: 'spoofed.example'}}}}}}}});\n\
+           'x-forwarded-host': {{value: 'spoofed.example'}}, \
+           'x-forwarded-proto': {{value: 'http'}}}}}}}});\n\
          console.log(JSON.stringify(out.headers));\n"
     );
     let output = match std::process::Command::new("node")
@@ -639,4 +1072,5 @@ fn check_function_code_with_node(code: &str) {
         "{headers}"
     );
     assert_eq!(headers["host"]["value"], "d111111abcdef8.cloudfront.net");
+    assert_eq!(headers["x-forwarded-proto"]["value"], "https", "{headers}");
 }

@@ -2,6 +2,8 @@
 
 pub mod oauth1;
 
+use subtle::ConstantTimeEq;
+
 /// A private label. Everything its keys create belongs to it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Account {
@@ -68,6 +70,9 @@ pub struct Caller {
 /// How far a request's `oauth_timestamp` may be from our clock.
 pub const TIMESTAMP_WINDOW_SECS: i64 = 300;
 
+/// Stored keys have at most this many bytes (the stores' `create_key` refuses longer ones).
+pub const MAX_CONSUMER_KEY_BYTES: usize = 512;
+
 /// A request whose signature checked out; its nonce is still to be recorded.
 #[derive(Debug, Clone)]
 pub struct Authenticated {
@@ -78,24 +83,62 @@ pub struct Authenticated {
     pub nonce_expires_at: i64,
 }
 
-/// The base URIs a request may have been signed against: the scheme the client used
-/// (`X-Forwarded-Proto` behind API Gateway and CloudFront) with the host it called
-/// (`X-Forwarded-Host`, set by the CloudFront function, or `Host`), plus the configured
-/// public hosts (frontend host, custom domain).
+/// The header CloudFront adds to every request it sends to the API origin (an origin custom
+/// header of `template.yaml`), holding the origin-verify secret.
+pub const ORIGIN_VERIFY_HEADER: &str = "x-origin-verify";
+
+/// The secret that proves a request came through our CloudFront distribution
+/// (`SITEHOST_ORIGIN_VERIFY`). Only such requests may name the host and scheme the client
+/// called in `X-Forwarded-Host`/`X-Forwarded-Proto`: anyone else could use them to have a
+/// signature made for another host (another deployment sharing the key) accepted here.
+#[derive(Clone, PartialEq)]
+pub struct OriginSecret(String);
+
+impl OriginSecret {
+    /// `None` for an empty or blank value: no secret is configured.
+    pub fn new(value: &str) -> Option<Self> {
+        let value = value.trim();
+        (!value.is_empty()).then(|| OriginSecret(value.to_string()))
+    }
+
+    /// Whether a request's origin-verify header holds the secret, compared in constant time
+    /// (only a length difference returns early; the generated secret's length is public).
+    pub fn matches(&self, presented: Option<&str>) -> bool {
+        presented.is_some_and(|p| bool::from(p.trim().as_bytes().ct_eq(self.0.as_bytes())))
+    }
+}
+
+/// Never printed, not even in a `Debug` dump of the configuration.
+impl std::fmt::Debug for OriginSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OriginSecret(<redacted>)")
+    }
+}
+
+/// The base URIs a request may have been signed against: the host it was sent to (`Host`,
+/// with the default scheme), plus the configured public hosts (frontend host, custom
+/// domain). When the request carries the origin-verify secret (it came through our
+/// CloudFront), the host and scheme the client called come first, from `X-Forwarded-Host`
+/// (set by the CloudFront Function) and `X-Forwarded-Proto`; without the secret, or with no
+/// secret configured (`sitehost serve` by default), those headers are ignored.
 pub fn candidate_base_uris(
     path: &str,
     header: impl Fn(&str) -> Option<String>,
     default_scheme: &str,
     public_hosts: &[String],
+    origin_secret: Option<&OriginSecret>,
 ) -> Vec<String> {
     let first = |name: &str| {
         header(name)
             .and_then(|v| v.split(',').next().map(|s| s.trim().to_string()))
             .filter(|v| !v.is_empty())
     };
-    let scheme = first("x-forwarded-proto").unwrap_or_else(|| default_scheme.to_string());
+    let via_our_cdn =
+        origin_secret.is_some_and(|secret| secret.matches(header(ORIGIN_VERIFY_HEADER).as_deref()));
+    let forwarded = |name: &str| if via_our_cdn { first(name) } else { None };
+    let scheme = forwarded("x-forwarded-proto").unwrap_or_else(|| default_scheme.to_string());
     let mut hosts: Vec<String> = Vec::new();
-    for host in [first("x-forwarded-host"), first("host")]
+    for host in [forwarded("x-forwarded-host"), first("host")]
         .into_iter()
         .flatten()
         .chain(public_hosts.iter().cloned())
@@ -110,7 +153,54 @@ pub fn candidate_base_uris(
         .collect()
 }
 
-/// Checks a request's OAuth 1.0a signature against the key store. The nonce is not
+/// Largest form-encoded body whose parameters are signed (RFC 5849 3.4.1.3.1). No
+/// operation takes a form body, so this only bounds what parsing one may cost.
+pub const MAX_FORM_BODY_BYTES: usize = 64 * 1024;
+
+/// The non-oauth parameters a request is signed with: the query's, then a form-encoded
+/// body's (`Content-Type: application/x-www-form-urlencoded`), as RFC 5849 3.4.1.3.1 and
+/// oauthlib have it. Any other body (JSON) is not signed.
+pub fn signed_params(
+    query: &[(String, String)],
+    content_type: Option<&str>,
+    body: &[u8],
+) -> crate::Result<Vec<(String, String)>> {
+    use crate::error::ApiError;
+    let is_form = content_type
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| {
+            media
+                .trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        });
+    let mut params = query.to_vec();
+    if is_form && !body.is_empty() {
+        if body.len() > MAX_FORM_BODY_BYTES {
+            return Err(ApiError::TooLarge(format!(
+                "a form-encoded body is signed and may have at most {MAX_FORM_BODY_BYTES} bytes"
+            )));
+        }
+        let text = std::str::from_utf8(body).map_err(|_| {
+            ApiError::Unauthorized("the form-encoded body is not valid UTF-8".into())
+        })?;
+        params.extend(oauth1::parse_query(text)?);
+    }
+    Ok(params)
+}
+
+/// Whether `timestamp` is within [`TIMESTAMP_WINDOW_SECS`] of `now`. Never overflows, so
+/// `oauth_timestamp=-9223372036854775808` is a 401 in debug builds too.
+pub fn timestamp_acceptable(timestamp: i64, now: i64) -> bool {
+    timestamp.abs_diff(now) <= TIMESTAMP_WINDOW_SECS.unsigned_abs()
+}
+
+/// Until when a nonce must be remembered: as long as its timestamp is acceptable.
+pub fn nonce_expiry(timestamp: i64) -> i64 {
+    timestamp.saturating_add(TIMESTAMP_WINDOW_SECS + 1)
+}
+
+/// Checks a request's OAuth 1.0a signature against the key store. `params` are the signed
+/// non-oauth parameters ([`signed_params`]: the query's and a form body's). The nonce is not
 /// recorded here: the caller does that before a write, or alongside a read.
 pub async fn authenticate(
     keys: &dyn crate::store::KeyStore,
@@ -118,14 +208,21 @@ pub async fn authenticate(
     method: &str,
     base_uris: &[String],
     authorization: Option<&str>,
-    query: &[(String, String)],
+    params: &[(String, String)],
 ) -> crate::Result<Authenticated> {
     use crate::error::ApiError;
-    let signed = oauth1::SignedRequest::parse(authorization, query)?;
-    if (signed.timestamp - now).abs() > TIMESTAMP_WINDOW_SECS {
+    let signed = oauth1::SignedRequest::parse(authorization, params)?;
+    if !timestamp_acceptable(signed.timestamp, now) {
         return Err(ApiError::Unauthorized(format!(
             "oauth_timestamp is more than {TIMESTAMP_WINDOW_SECS} seconds from the server's clock"
         )));
+    }
+    // A longer key cannot exist: no lookup (whose item key would then be the digest form the
+    // functions' IAM policies do not allow for keys).
+    if signed.consumer_key.len() > MAX_CONSUMER_KEY_BYTES {
+        return Err(ApiError::Unauthorized(
+            "unknown or revoked consumer key".into(),
+        ));
     }
     let key = keys
         .get_key(&signed.consumer_key)
@@ -146,7 +243,7 @@ pub async fn authenticate(
         },
         key: key.key,
         nonce: signed.nonce,
-        nonce_expires_at: signed.timestamp + TIMESTAMP_WINDOW_SECS + 1,
+        nonce_expires_at: nonce_expiry(signed.timestamp),
     })
 }
 
@@ -165,5 +262,252 @@ pub async fn record_nonce(
         Err(crate::error::ApiError::Unauthorized(
             "this oauth_nonce was already used".into(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ApiError;
+
+    const NOW: i64 = 1_714_564_805;
+
+    fn headers<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn timestamps_at_the_i64_extremes_are_out_of_the_window_without_overflow() {
+        for timestamp in [i64::MIN, i64::MIN + 1, i64::MAX, NOW - 301, NOW + 301] {
+            assert!(!timestamp_acceptable(timestamp, NOW), "{timestamp}");
+        }
+        for timestamp in [NOW - 300, NOW, NOW + 300] {
+            assert!(timestamp_acceptable(timestamp, NOW), "{timestamp}");
+        }
+        // Clocks at the extremes too: still no overflow.
+        assert!(!timestamp_acceptable(i64::MAX, i64::MIN));
+        assert!(!timestamp_acceptable(i64::MIN, i64::MAX));
+        assert!(timestamp_acceptable(i64::MAX, i64::MAX - 300));
+        assert_eq!(nonce_expiry(NOW), NOW + TIMESTAMP_WINDOW_SECS + 1);
+        assert_eq!(nonce_expiry(i64::MAX), i64::MAX);
+        assert_eq!(nonce_expiry(i64::MAX - 100), i64::MAX);
+    }
+
+    /// Through `authenticate` with a real store and key: a 401, not a panic (debug builds
+    /// check arithmetic overflow, and the README's `cargo run` is one).
+    #[cfg(feature = "local")]
+    #[tokio::test]
+    async fn authenticate_refuses_extreme_timestamps_with_a_401() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let stores = crate::store::Stores::embedded(dir.path()).expect("stores");
+        let account = stores
+            .records
+            .ensure_account("acme")
+            .await
+            .expect("account");
+        stores
+            .records
+            .create_key(NewKey {
+                key: "extremekey".into(),
+                secret: "extremesecret".into(),
+                account_id: account.id,
+                user_id: Some(7),
+                partner_sub_id: None,
+                created: NOW,
+            })
+            .await
+            .expect("key");
+        let uri = "http://127.0.0.1:3000/api/v2/businesses/";
+        for timestamp in [i64::MIN, i64::MAX] {
+            let header = oauth1::authorization_header(
+                "GET",
+                uri,
+                &[],
+                "extremekey",
+                "extremesecret",
+                timestamp,
+                "n1",
+            );
+            let result = authenticate(
+                stores.records.as_ref(),
+                NOW,
+                "GET",
+                &[uri.to_string()],
+                Some(&header),
+                &[],
+            )
+            .await;
+            assert!(
+                matches!(&result, Err(ApiError::Unauthorized(m)) if m.contains("oauth_timestamp")),
+                "{timestamp}: {result:?}"
+            );
+        }
+        // The same key within the window is accepted, and its nonce expires 301 s on.
+        let header = oauth1::authorization_header(
+            "GET",
+            uri,
+            &[],
+            "extremekey",
+            "extremesecret",
+            NOW - 5,
+            "n2",
+        );
+        let auth = authenticate(
+            stores.records.as_ref(),
+            NOW,
+            "GET",
+            &[uri.to_string()],
+            Some(&header),
+            &[],
+        )
+        .await
+        .expect("accepted");
+        assert_eq!(auth.nonce_expires_at, NOW - 5 + 301);
+        assert_eq!(auth.caller.user_id, 7);
+
+        // A key longer than any stored one is unknown, without a lookup.
+        let long_key = "k".repeat(MAX_CONSUMER_KEY_BYTES + 1);
+        let header = oauth1::authorization_header("GET", uri, &[], &long_key, "s", NOW, "n3");
+        let result = authenticate(
+            stores.records.as_ref(),
+            NOW,
+            "GET",
+            &[uri.to_string()],
+            Some(&header),
+            &[],
+        )
+        .await;
+        assert!(
+            matches!(&result, Err(ApiError::Unauthorized(m)) if m.contains("unknown")),
+            "{result:?}"
+        );
+    }
+
+    /// `requests.Request("POST", url, data={...}, auth=OAuth1("key", client_secret="secret",
+    /// nonce="formnonce42", timestamp="1714564800")).prepare()` with requests-oauthlib 2.0.0
+    /// (oauthlib 3.2): the form body's parameters are in the signature base string.
+    #[test]
+    fn form_encoded_bodies_are_signed_like_oauthlib() {
+        let url = "https://d111111abcdef8.cloudfront.net/api/v2/businesses/";
+        let query = oauth1::parse_query("limit=5").expect("query");
+        let body = b"business_name=Harbour+Cafe&note=a%26b%3Dc+%C3%BC~%2A";
+        let header = "OAuth oauth_nonce=\"formnonce42\", oauth_timestamp=\"1714564800\", \
+                      oauth_version=\"1.0\", oauth_signature_method=\"HMAC-SHA1\", \
+                      oauth_consumer_key=\"key\", \
+                      oauth_signature=\"XhhgXnr6i2yDrHQI1A8CK7eJFyE%3D\"";
+        for content_type in [
+            "application/x-www-form-urlencoded",
+            "Application/X-WWW-Form-Urlencoded; charset=utf-8",
+        ] {
+            let params = signed_params(&query, Some(content_type), body).expect("params");
+            assert!(params.contains(&("note".to_string(), "a&b=c ü~*".to_string())));
+            let signed = oauth1::SignedRequest::parse(Some(header), &params).expect("parses");
+            assert!(signed.verify("POST", url, "secret"), "{content_type}");
+        }
+        // Leaving the body out of the base string (what the service did) misses it.
+        let without_body = oauth1::SignedRequest::parse(Some(header), &query).expect("parses");
+        assert!(!without_body.verify("POST", url, "secret"));
+        // A JSON body is not signed, whatever it holds.
+        let json = signed_params(&query, Some("application/json"), b"a=1").expect("json");
+        assert_eq!(json, query);
+        let none = signed_params(&query, None, b"a=1").expect("no content type");
+        assert_eq!(none, query);
+    }
+
+    #[test]
+    fn form_bodies_are_bounded_and_must_be_utf8() {
+        let big = vec![b'a'; MAX_FORM_BODY_BYTES + 1];
+        let form = Some("application/x-www-form-urlencoded");
+        assert!(matches!(
+            signed_params(&[], form, &big),
+            Err(ApiError::TooLarge(_))
+        ));
+        assert!(signed_params(&[], form, &big[1..]).is_ok());
+        assert!(matches!(
+            signed_params(&[], form, b"a=%FF"),
+            Err(ApiError::Unauthorized(_))
+        ));
+        assert!(matches!(
+            signed_params(&[], form, b"a=\xff"),
+            Err(ApiError::Unauthorized(_))
+        ));
+    }
+
+    const FRONTEND: &str = "https://d111111abcdef8.cloudfront.net/api/v2/businesses/";
+    const API_HOST: &str = "abc123.execute-api.us-east-1.amazonaws.com";
+
+    fn cdn_headers(verify: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("host", API_HOST.to_string()),
+            ("x-forwarded-host", "d111111abcdef8.cloudfront.net".into()),
+            ("x-forwarded-proto", "https".into()),
+            ("x-origin-verify", verify.to_string()),
+        ]
+    }
+
+    fn uris(pairs: &[(&str, String)], secret: Option<&OriginSecret>, scheme: &str) -> Vec<String> {
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        candidate_base_uris(
+            "/api/v2/businesses/",
+            headers(&pairs),
+            scheme,
+            &["api.example.com".to_string()],
+            secret,
+        )
+    }
+
+    #[test]
+    fn forwarded_headers_count_only_with_the_origin_secret() {
+        let secret = OriginSecret::new("s3cr3t-0f-the-distribution").expect("secret");
+        // Through our CloudFront: the called host first, then Host, then the public hosts.
+        assert_eq!(
+            uris(
+                &cdn_headers("s3cr3t-0f-the-distribution"),
+                Some(&secret),
+                "http"
+            ),
+            vec![
+                FRONTEND.to_string(),
+                format!("https://{API_HOST}/api/v2/businesses/"),
+                "https://api.example.com/api/v2/businesses/".to_string(),
+            ]
+        );
+        let own_host_only = vec![
+            format!("http://{API_HOST}/api/v2/businesses/"),
+            "http://api.example.com/api/v2/businesses/".to_string(),
+        ];
+        // A wrong secret, a prefix of it, none at all, or no secret configured (`sitehost
+        // serve`): X-Forwarded-Host and X-Forwarded-Proto are ignored, the default scheme
+        // and the request's own Host (and the configured hosts) remain.
+        for wrong in ["wrong", "s3cr3t-0f-the", "s3cr3t-0f-the-distribution!", ""] {
+            assert_eq!(
+                uris(&cdn_headers(wrong), Some(&secret), "http"),
+                own_host_only,
+                "{wrong:?}"
+            );
+        }
+        let mut no_header = cdn_headers("");
+        no_header.retain(|(n, _)| *n != "x-origin-verify");
+        assert_eq!(uris(&no_header, Some(&secret), "http"), own_host_only);
+        assert_eq!(
+            uris(&cdn_headers("s3cr3t-0f-the-distribution"), None, "http"),
+            own_host_only
+        );
+    }
+
+    #[test]
+    fn the_origin_secret_is_never_printed_and_blank_is_none() {
+        assert!(OriginSecret::new("").is_none());
+        assert!(OriginSecret::new("   ").is_none());
+        let secret = OriginSecret::new("hunter2hunter2").expect("secret");
+        assert!(!format!("{secret:?}").contains("hunter2"));
+        assert!(secret.matches(Some("hunter2hunter2")));
+        assert!(!secret.matches(Some("hunter2hunter3")));
+        assert!(!secret.matches(None));
     }
 }

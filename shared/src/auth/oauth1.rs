@@ -146,14 +146,26 @@ impl SignedRequest {
                 }
             }
         }
-        let one = |name: &str| -> Result<String> {
+        // RFC 5849 3.1: no protocol parameter may appear more than once, optional ones
+        // (`oauth_version`, `oauth_token`) and unknown `oauth_*` ones included.
+        let mut oauth_names: Vec<&str> = params
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| n.starts_with("oauth_"))
+            .collect();
+        oauth_names.sort_unstable();
+        if let Some(pair) = oauth_names.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(unauthorized(&format!(
+                "the request has more than one {}",
+                pair[0]
+            )));
+        }
+        let at_most_one = |name: &str| -> Result<Option<String>> {
             let mut values = params
                 .iter()
                 .filter(|(n, _)| n == name)
                 .map(|(_, v)| v.clone());
-            let value = values
-                .next()
-                .ok_or_else(|| unauthorized(&format!("the request has no {name}")))?;
+            let value = values.next();
             if values.next().is_some() {
                 return Err(unauthorized(&format!(
                     "the request has more than one {name}"
@@ -161,13 +173,16 @@ impl SignedRequest {
             }
             Ok(value)
         };
+        let one = |name: &str| -> Result<String> {
+            at_most_one(name)?.ok_or_else(|| unauthorized(&format!("the request has no {name}")))
+        };
         let method = one("oauth_signature_method")?;
         if method != "HMAC-SHA1" {
             return Err(unauthorized(&format!(
                 "unsupported signature method '{method}'; use HMAC-SHA1"
             )));
         }
-        if let Ok(version) = one("oauth_version") {
+        if let Some(version) = at_most_one("oauth_version")? {
             if version != "1.0" {
                 return Err(unauthorized("unsupported oauth_version; use 1.0"));
             }
@@ -302,5 +317,36 @@ mod tests {
         );
         assert!(SignedRequest::parse(Some("garbage"), &[]).is_err());
         assert!(SignedRequest::parse(None, &[]).is_err());
+    }
+
+    /// RFC 5849 3.1: each protocol parameter at most once, `oauth_version` included (it used
+    /// to be read with the duplicate silently accepted).
+    #[test]
+    fn duplicate_oauth_parameters_are_refused() {
+        let header = authorization_header("GET", "http://h/p", &[], "k", "s", 1, "n");
+        assert!(SignedRequest::parse(Some(&header), &[]).is_ok());
+        for (name, value) in [
+            ("oauth_version", "1.0"),
+            ("oauth_nonce", "n"),
+            ("oauth_token", ""),
+            ("oauth_extra", "x"),
+        ] {
+            let mut doubled = header.clone();
+            doubled.push_str(&format!(", {name}=\"{value}\""));
+            if name == "oauth_token" || name == "oauth_extra" {
+                doubled.push_str(&format!(", {name}=\"{value}\""));
+            }
+            let result = SignedRequest::parse(Some(&doubled), &[]);
+            assert!(
+                matches!(&result, Err(ApiError::Unauthorized(m)) if m == &format!("the request has more than one {name}")),
+                "{name}: {result:?}"
+            );
+        }
+        // One in the header and one in the query is a duplicate too.
+        let query = vec![("oauth_version".to_string(), "1.0".to_string())];
+        assert!(matches!(
+            SignedRequest::parse(Some(&header), &query),
+            Err(ApiError::Unauthorized(m)) if m.contains("more than one oauth_version")
+        ));
     }
 }

@@ -100,14 +100,16 @@ impl App {
             |name| req.header(name).map(str::to_string),
             &self.config.default_scheme,
             &self.config.public_hosts,
+            self.config.origin_verify.as_ref(),
         );
+        let signed_params = auth::signed_params(&params, req.header("content-type"), &req.body)?;
         let auth = auth::authenticate(
             self.store.as_ref(),
             now,
             req.method.as_str(),
             &base_uris,
             req.header("authorization"),
-            &params,
+            &signed_params,
         )
         .await?;
         // The budget is drawn alongside the nonce: a write runs once both have answered, a

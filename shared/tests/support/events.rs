@@ -13,6 +13,10 @@ use sitehost::store::Stores;
 /// 2024-05-01T12:00:00Z: when the events were signed.
 pub const SIGNED_AT: i64 = 1_714_564_800;
 
+/// The deployment's origin-verify secret (`SITEHOST_ORIGIN_VERIFY`, from the template's
+/// generated `OriginVerifySecret`): CloudFront sends it in `X-Origin-Verify`.
+pub const ORIGIN_SECRET: &str = "fixtureOriginVerify0secret0of0the0distribution1";
+
 /// The key the events are signed with.
 pub struct FixtureKey {
     pub account: &'static str,
@@ -22,8 +26,13 @@ pub struct FixtureKey {
 
 /// A fresh store with the key (user 42), business 1 and image 1, and an app on it whose
 /// clock is 5 s after `SIGNED_AT`. The scheme defaults to https, as on Lambda
-/// (`Config::from_env("dynamodb")`); `public_hosts` is `SITEHOST_PUBLIC_HOSTS`.
-pub async fn fixture_app(fixture: &FixtureKey, public_hosts: &[&str]) -> (App, tempfile::TempDir) {
+/// (`Config::from_env("dynamodb")`); `public_hosts` is `SITEHOST_PUBLIC_HOSTS`;
+/// `origin_secret` is `SITEHOST_ORIGIN_VERIFY` (the template sets [`ORIGIN_SECRET`]'s kind).
+pub async fn fixture_app(
+    fixture: &FixtureKey,
+    public_hosts: &[&str],
+    origin_secret: Option<&str>,
+) -> (App, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
     let stores = Stores::embedded(dir.path()).expect("stores");
     let store = Arc::clone(&stores.records);
@@ -70,6 +79,7 @@ pub async fn fixture_app(fixture: &FixtureKey, public_hosts: &[&str]) -> (App, t
     let mut config = Config::embedded(dir.path().into());
     config.default_scheme = "https".into();
     config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
+    config.origin_verify = origin_secret.and_then(sitehost::auth::OriginSecret::new);
     (
         App::new(stores, config)
             .expect("app")
