@@ -79,8 +79,8 @@ async fn list_ids(client: &PartnerClient, query: &str) -> (Vec<i64>, u64) {
     )
 }
 
-async fn status(reply: reqwest::Result<Reply>) -> (u16, Value) {
-    let reply = reply.expect("request");
+async fn status(reply: impl std::future::Future<Output = reqwest::Result<Reply>>) -> (u16, Value) {
+    let reply = reply.await.expect("request");
     (reply.status, reply.body)
 }
 

@@ -323,7 +323,10 @@ mod cases {
         let their_image = image(
             &store,
             a,
-            new_image("img/upload/acme.jpg", Some(1), Some(theirs.id)),
+            NewImage {
+                partner_sub_id: Some("s".into()),
+                ..new_image("img/upload/acme.jpg", Some(1), Some(theirs.id))
+            },
             DAY1,
         )
         .await;
