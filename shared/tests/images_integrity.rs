@@ -693,3 +693,56 @@ async fn the_sweeper_removes_only_old_orphans_on_dynamodb_and_s3() {
     sweeper_case(store, Arc::new(S3Files::new(s3, bucket))).await;
     table.delete().await;
 }
+
+/// A data directory made before images had sub ids opens, and its images belong to none.
+#[tokio::test]
+async fn an_embedded_store_from_before_image_sub_ids_is_migrated() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = rusqlite::Connection::open(dir.path().join("sitehost.db")).expect("db");
+    db.execute_batch(
+        "CREATE TABLE images (
+            id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL, path TEXT NOT NULL UNIQUE,
+            mimetype TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
+            site_id INTEGER, business_id INTEGER, user_id INTEGER NOT NULL,
+            added INTEGER NOT NULL, modified INTEGER NOT NULL);
+         INSERT INTO images VALUES (1, 1, 'img/upload/old-abcdefghijkl.png', 'image/png',
+            2, 2, NULL, NULL, 1, 0, 0);",
+    )
+    .expect("old schema");
+    drop(db);
+    let store: SharedStore = Arc::new(
+        sitehost::store::sqlite::SqliteStore::open(dir.path()).expect("opens and migrates"),
+    );
+    let old = store.get_image(1, 1).await.expect("get").expect("kept");
+    assert_eq!(
+        (old.path.as_str(), old.partner_sub_id),
+        ("img/upload/old-abcdefghijkl.png", None)
+    );
+    let new = NewImage {
+        id: Some(2),
+        path: "img/upload/new-abcdefghijkl--2.png".into(),
+        mimetype: "image/png".into(),
+        width: 2,
+        height: 2,
+        site_id: None,
+        business_id: None,
+        partner_sub_id: Some("north".into()),
+        user_id: 1,
+    };
+    store.create_image(1, new, 0).await.expect("create");
+    let north = ImageQuery {
+        filter: sitehost::image::ImageFilter {
+            partner_sub_id: Some("north".into()),
+            ..Default::default()
+        },
+        ..all_images()
+    };
+    let page = store.list_images(1, &north).await.expect("list");
+    assert_eq!(
+        (
+            page.items.iter().map(|i| i.id).collect::<Vec<_>>(),
+            page.total_count
+        ),
+        (vec![2], 1)
+    );
+}
