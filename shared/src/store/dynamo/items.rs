@@ -388,6 +388,28 @@ mod tests {
     }
 
     #[test]
+    fn images_round_trip_with_their_sub_id_and_barred_ids_read_as_none() {
+        let image = crate::image::NewImage {
+            id: Some(5),
+            path: "img/upload/a-bcdefghijklm--5.png".into(),
+            mimetype: "image/png".into(),
+            width: 3,
+            height: 2,
+            site_id: Some(1),
+            business_id: None,
+            partner_sub_id: Some("north".into()),
+            user_id: 9,
+        }
+        .into_image(5, 1, 1_369_395_621);
+        assert_eq!(
+            image_record(&image_item(&image)).expect("parse"),
+            Some(image)
+        );
+        assert_eq!(image_record(&barred_image_item(5)).expect("parse"), None);
+        assert_eq!(barred_image_item(5)[PK], image_key(5)[PK]);
+    }
+
+    #[test]
     fn name_keys_order_by_name_then_id() {
         let keys = [
             name_sort_key(&business(10, "a")),
