@@ -42,6 +42,96 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Maintains the upload files.
+    Files {
+        #[command(subcommand)]
+        command: FilesCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum FilesCommand {
+    /// Removes upload files no image record references (left by an upload that died
+    /// between its files and its record). Safe to run at any time.
+    Sweep {
+        /// Only file sets older than this are considered: `90m`, `1h`, `2d`, seconds
+        /// without a unit; at least 5m (far above the upload timeout of 29 s).
+        #[arg(long, default_value = "1h", value_parser = parse_age)]
+        older_than: i64,
+        /// Lists what would be removed; changes nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// S3 bucket of the upload files, with --store dynamodb.
+        #[arg(long, env = "SITEHOST_BUCKET")]
+        bucket: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// `90s`, `30m`, `1h`, `2d` or plain seconds, at least the sweeper's minimum grace.
+fn parse_age(text: &str) -> Result<i64, String> {
+    use sitehost::image::sweep::MIN_GRACE_SECS;
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(format!("'{text}': use a number with s, m, h or d")),
+    };
+    let seconds = number
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("'{text}' is not a duration"))?;
+    if seconds < MIN_GRACE_SECS {
+        return Err(format!(
+            "'{text}' is shorter than the minimum of {MIN_GRACE_SECS} s"
+        ));
+    }
+    Ok(seconds)
+}
+
+async fn sweep_files(
+    older_than: i64,
+    dry_run: bool,
+    bucket: Option<String>,
+    store_args: StoreArgs,
+) -> Result<(), String> {
+    use sitehost::image::sweep::{sweep, SweepOptions};
+    let mut config = store_args.config()?;
+    if let StoreKind::DynamoDb { .. } = config.store {
+        config.bucket = Some(bucket.ok_or("--store dynamodb needs --bucket or SITEHOST_BUCKET")?);
+    }
+    let stores = sitehost::store::open(&config)
+        .await
+        .map_err(|e| e.to_string())?;
+    let options = SweepOptions {
+        now: SystemClock.now(),
+        grace_secs: older_than,
+        dry_run,
+    };
+    let report = sweep(stores.records.as_ref(), stores.files.as_ref(), options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for set in &report.orphans {
+        println!("{verb} {set}.*");
+    }
+    println!(
+        "{} orphan file sets ({} files removed); {} recorded and {} newer than {older_than} s kept; {} files without an image id left alone",
+        report.orphans.len(),
+        report.files_removed,
+        report.recorded_sets,
+        report.fresh_sets,
+        report.other_files
+    );
+    Ok(())
 }
 
 #[derive(Subcommand)]
@@ -225,6 +315,15 @@ async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Serve { addr, store } => serve(addr, store).await,
         Command::Variants { file, outdir } => variants(&file, &outdir),
+        Command::Files {
+            command:
+                FilesCommand::Sweep {
+                    older_than,
+                    dry_run,
+                    bucket,
+                    store,
+                },
+        } => sweep_files(older_than, dry_run, bucket, store).await,
         Command::Keys { command } => match command {
             KeysCommand::Create {
                 account,

@@ -207,3 +207,50 @@ async fn python_partner_example_works_unchanged() {
     assert!(stdout.contains("total_count 1"), "{stdout}");
     assert!(stdout.contains("soft-deleted"), "{stdout}");
 }
+
+#[tokio::test]
+async fn files_sweep_removes_an_old_orphan_set_and_says_so() {
+    use sitehost::image::upload::original_path;
+    use sitehost::image::{variant_path, VARIANTS};
+
+    let dir = tempfile::tempdir().expect("dir");
+    let stores = sitehost::store::Stores::embedded(dir.path()).expect("stores");
+    let id = stores.records.allocate_image_id().await.expect("id");
+    let original = original_path("lost", id, "png");
+    let mut paths = vec![original.clone()];
+    paths.extend(
+        VARIANTS
+            .iter()
+            .map(|(size, _)| variant_path(&original, size)),
+    );
+    let legacy = "img/upload/legacy-abcdefghijkl.png".to_string();
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7_200);
+    for path in paths.iter().chain([&legacy]) {
+        stores
+            .files
+            .put(path, bytes::Bytes::from_static(b"png"), "image/png")
+            .await
+            .expect("put");
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path().join("files").join(path))
+            .and_then(|f| f.set_modified(two_hours_ago))
+            .expect("age the file");
+    }
+    drop(stores);
+    let exists = |p: &String| dir.path().join("files").join(p).exists();
+    let set = &original[..original.len() - ".png".len()];
+
+    let (ok, out) = sitehost(&["files", "sweep", "--older-than", "1m"], dir.path());
+    assert!(!ok, "a grace period under 5 minutes is refused: {out}");
+    let (ok, out) = sitehost(&["files", "sweep", "--dry-run"], dir.path());
+    assert!(ok, "{out}");
+    assert!(out.contains(&format!("would remove {set}.*")), "{out}");
+    assert!(paths.iter().all(exists), "a dry run removes nothing");
+    let (ok, out) = sitehost(&["files", "sweep", "--older-than", "90m"], dir.path());
+    assert!(ok, "{out}");
+    assert!(out.contains(&format!("removed {set}.*")), "{out}");
+    assert!(out.contains("(6 files removed)"), "{out}");
+    assert!(!paths.iter().any(exists), "the orphan set is gone");
+    assert!(exists(&legacy), "a file without an id in its name stays");
+}

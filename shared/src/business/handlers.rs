@@ -57,10 +57,12 @@ async fn visible(app: &App, caller: &Caller, id: i64) -> Result<Business> {
 
 /// The detail object: the business with its logo image and its images.
 async fn detail(app: &App, caller: &Caller, business: &Business) -> Result<Value> {
+    let restrict = caller.restrict_sub_id.as_deref();
     let images_query = ImageQuery {
         filter: ImageFilter {
             site_id: None,
             business_id: Some(business.id),
+            partner_sub_id: caller.restrict_sub_id.clone(),
         },
         descending: false,
         limit: DETAIL_IMAGES_LIMIT,
@@ -76,6 +78,8 @@ async fn detail(app: &App, caller: &Caller, business: &Business) -> Result<Value
         logo,
         app.store.list_images(caller.account_id, &images_query)
     )?;
+    // A logo of another sub id (set by an unrestricted key) keeps its id but is not shown.
+    let logo = logo.filter(|image| image.visible_to(restrict));
     Ok(business.to_detail_json(
         logo.map(|image| image.to_json()),
         images.items.iter().map(|image| image.to_json()).collect(),
@@ -92,6 +96,21 @@ pub async fn get(app: &App, caller: &Caller, id: i64) -> Result<ApiResponse> {
 
 pub async fn create(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiResponse> {
     let new = NewBusiness::from_json(&json_object(body)?, caller)?;
+    if let (Some(logo), Some(_)) = (new.logo_image_id, &caller.restrict_sub_id) {
+        // An image's account and sub id never change and images are never deleted, so this
+        // check cannot go stale before the store's own (account) check in its transaction.
+        let visible = app
+            .store
+            .get_image(caller.account_id, logo)
+            .await?
+            .is_some_and(|image| image.visible_to(caller.restrict_sub_id.as_deref()));
+        if !visible {
+            return Err(ApiError::field(
+                "logo_image_id",
+                format!("There is no image {logo} in this account."),
+            ));
+        }
+    }
     let business = app
         .store
         .create_business(caller.account_id, new, app.clock.now())

@@ -10,7 +10,7 @@ use crate::http::{ApiResponse, App};
 
 const LIST_PATH: &str = "/api/v2/images/";
 
-fn parse_query(params: &[(String, String)]) -> Result<ImageQuery> {
+fn parse_query(params: &[(String, String)], caller: &Caller) -> Result<ImageQuery> {
     let paging = Paging::parse(params)?;
     let mut fields = FieldErrors::default();
     let mut filter = ImageFilter::default();
@@ -41,6 +41,9 @@ fn parse_query(params: &[(String, String)]) -> Result<ImageQuery> {
         }
     }
     fields.into_result()?;
+    // A restricted key lists its sub id's images only: one more scope term, so still one
+    // Query and one counter.
+    filter.partner_sub_id = caller.restrict_sub_id.clone();
     Ok(ImageQuery {
         filter,
         descending,
@@ -50,7 +53,7 @@ fn parse_query(params: &[(String, String)]) -> Result<ImageQuery> {
 }
 
 pub async fn list(app: &App, caller: &Caller, params: &[(String, String)]) -> Result<ApiResponse> {
-    let query = parse_query(params)?;
+    let query = parse_query(params, caller)?;
     let page = app.store.list_images(caller.account_id, &query).await?;
     let objects = page.items.iter().map(Image::to_json).collect();
     let paging = Paging {
@@ -68,6 +71,7 @@ pub async fn get(app: &App, caller: &Caller, id: i64) -> Result<ApiResponse> {
         .store
         .get_image(caller.account_id, id)
         .await?
+        .filter(|image| image.visible_to(caller.restrict_sub_id.as_deref()))
         .ok_or_else(|| ApiError::NotFound(format!("no image with id {id}")))?;
     Ok(ApiResponse::json(StatusCode::OK, &image.to_json()))
 }

@@ -11,6 +11,8 @@ pub mod handlers;
 #[cfg(feature = "images")]
 pub mod pipeline;
 #[cfg(feature = "images")]
+pub mod sweep;
+#[cfg(feature = "images")]
 pub mod upload;
 use crate::store::scope::{all_scopes, scope_name, Term};
 
@@ -34,6 +36,9 @@ pub struct Image {
     pub height: u32,
     pub site_id: Option<i64>,
     pub business_id: Option<i64>,
+    /// The sub id the image belongs to, fixed at upload (`upload::image_sub_id`): a
+    /// sub-restricted key sees only images of its sub id. Not part of the JSON.
+    pub partner_sub_id: Option<String>,
     pub user_id: i64,
     pub added: i64,
     pub modified: i64,
@@ -42,19 +47,28 @@ pub struct Image {
 /// What the upload pipeline hands the store once every file is written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewImage {
+    /// An id from `ImageStore::allocate_image_id` (the upload names its files after it), or
+    /// `None` for the store to allocate one now.
+    pub id: Option<i64>,
     pub path: String,
     pub mimetype: String,
     pub width: u32,
     pub height: u32,
     pub site_id: Option<i64>,
     pub business_id: Option<i64>,
+    /// When `business_id` is set, it must be that business's sub id (the stores check it
+    /// in the create's transaction).
+    pub partner_sub_id: Option<String>,
     pub user_id: i64,
 }
 
+/// The filters of an image list. `partner_sub_id` carries a key's restriction only (it is
+/// not a query parameter).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ImageFilter {
     pub site_id: Option<i64>,
     pub business_id: Option<i64>,
+    pub partner_sub_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,12 +82,15 @@ pub struct ImageQuery {
 impl ImageFilter {
     fn terms(&self) -> Vec<Term> {
         let mut terms = Vec::new();
+        // Last, so that images without a sub id keep the scope names they always had.
+        let sub = self.partner_sub_id.as_ref().map(|s| ("sub", s.clone()));
         if let Some(site) = self.site_id {
             terms.push(("site", site.to_string()));
         }
         if let Some(business) = self.business_id {
             terms.push(("biz", business.to_string()));
         }
+        terms.extend(sub);
         terms
     }
 
@@ -86,10 +103,15 @@ impl ImageFilter {
             && self
                 .business_id
                 .is_none_or(|b| image.business_id == Some(b))
+            && self
+                .partner_sub_id
+                .as_ref()
+                .is_none_or(|s| image.partner_sub_id.as_ref() == Some(s))
     }
 }
 
 impl NewImage {
+    /// The record, with `id` (the allocated one when `self.id` is set).
     pub fn into_image(self, id: i64, account_id: i64, now: i64) -> Image {
         Image {
             id,
@@ -100,6 +122,7 @@ impl NewImage {
             height: self.height,
             site_id: self.site_id,
             business_id: self.business_id,
+            partner_sub_id: self.partner_sub_id,
             user_id: self.user_id,
             added: now,
             modified: now,
@@ -125,9 +148,15 @@ impl Image {
             &ImageFilter {
                 site_id: self.site_id,
                 business_id: self.business_id,
+                partner_sub_id: self.partner_sub_id.clone(),
             }
             .terms(),
         )
+    }
+
+    /// Whether a key restricted to `restrict_sub_id` (if any) may see this image.
+    pub fn visible_to(&self, restrict_sub_id: Option<&str>) -> bool {
+        restrict_sub_id.is_none_or(|sub| self.partner_sub_id.as_deref() == Some(sub))
     }
 
     pub fn resource_uri(&self) -> String {
@@ -177,12 +206,14 @@ mod tests {
     #[test]
     fn json_has_every_size() {
         let image = NewImage {
+            id: None,
             path: "img/upload/a.png".into(),
             mimetype: "image/png".into(),
             width: 10,
             height: 5,
             site_id: Some(3),
             business_id: None,
+            partner_sub_id: None,
             user_id: 1,
         }
         .into_image(9, 1, 0);
@@ -191,5 +222,42 @@ mod tests {
         assert_eq!(v["sizes"]["thumbnail"], "img/upload/a.thumbnail.png");
         assert_eq!(v["absolute_path"], "/img/upload/a.png");
         assert_eq!(image.scopes(), vec!["*", "site=3"]);
+        assert!(image.visible_to(None) && !image.visible_to(Some("north")));
+        assert!(
+            v.get("partner_sub_id").is_none(),
+            "the JSON shape is the contract's"
+        );
+    }
+
+    #[test]
+    fn the_sub_id_is_a_scope_term_after_the_others() {
+        let image = Image {
+            partner_sub_id: Some("north".into()),
+            business_id: Some(4),
+            ..NewImage {
+                id: None,
+                path: "img/upload/a.png".into(),
+                mimetype: "image/png".into(),
+                width: 1,
+                height: 1,
+                site_id: None,
+                business_id: None,
+                partner_sub_id: None,
+                user_id: 1,
+            }
+            .into_image(9, 1, 0)
+        };
+        assert_eq!(
+            image.scopes(),
+            vec!["*", "biz=4", "sub=north", "biz=4|sub=north"]
+        );
+        let restricted = ImageFilter {
+            business_id: Some(4),
+            partner_sub_id: Some("north".into()),
+            ..Default::default()
+        };
+        assert_eq!(restricted.scope(), "biz=4|sub=north");
+        assert!(restricted.matches(&image));
+        assert!(image.visible_to(Some("north")) && !image.visible_to(Some("south")));
     }
 }

@@ -1,7 +1,10 @@
 //! `POST /api/v2/images/`: an image by URL or as base64, stored as the original plus its
 //! variants, then recorded. Files are written before the record and removed again if
 //! anything fails, so a failed upload leaves nothing and a record never points at a
-//! missing file.
+//! missing file. The files are named after the record's id (allocated first), so when the
+//! record write ends with an unknown outcome the id is settled (`ImageStore::settle_image`)
+//! before any file is removed, and `sitehost files sweep` can tell an orphan from a live
+//! file.
 
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
@@ -10,8 +13,9 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::pipeline::{self, Processed};
-use super::{variant_path, NewImage};
+use super::{variant_path, Image, NewImage};
 use crate::auth::Caller;
+use crate::business::Business;
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::http::App;
 use crate::store::files::SharedFiles;
@@ -177,13 +181,46 @@ pub fn file_stem(name: Option<&str>) -> String {
     }
 }
 
-/// `img/upload/<stem>-<unique>.<ext>`: the random part makes every upload's paths its own.
-pub fn original_path(stem: &str, extension: &str) -> String {
+/// Separates an upload's file name from the id of its record. Stems never hold two
+/// dashes in a row and the random part none, so names from before ids were part of them
+/// (`<stem>-<unique>.<ext>`) can never be read as carrying one.
+const ID_SEPARATOR: &str = "--";
+
+/// `img/upload/<stem>-<unique>--<id>.<ext>`: the random part makes the paths unguessable,
+/// the id names the record the files belong to.
+pub fn original_path(stem: &str, id: i64, extension: &str) -> String {
     use rand::distr::{Alphanumeric, SampleString};
     let unique = Alphanumeric
         .sample_string(&mut rand::rng(), 12)
         .to_ascii_lowercase();
-    format!("{UPLOAD_PREFIX}{stem}-{unique}.{extension}")
+    format!("{UPLOAD_PREFIX}{stem}-{unique}{ID_SEPARATOR}{id}.{extension}")
+}
+
+/// The file set a stored path belongs to and the image id it was written for:
+/// `img/upload/shop-k3v9x0q2m1za--26.big.jpg` -> (`img/upload/shop-k3v9x0q2m1za--26`, 26).
+/// `None` for any other path (files from before ids were in names, foreign files).
+pub fn upload_file_set(path: &str) -> Option<(&str, i64)> {
+    let name = path.strip_prefix(UPLOAD_PREFIX)?;
+    if name.contains('/') {
+        return None;
+    }
+    let base = &name[..name.find('.')?];
+    let (_, id) = base.rsplit_once(ID_SEPARATOR)?;
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let id: i64 = id.parse().ok().filter(|id| *id > 0)?;
+    Some((&path[..UPLOAD_PREFIX.len() + base.len()], id))
+}
+
+/// The sub id an uploaded image belongs to, fixed at upload: a restricted key's own; for
+/// an unrestricted key, that of the business it names, else none.
+pub fn image_sub_id(caller: &Caller, business: Option<&Business>) -> Option<String> {
+    match (&caller.restrict_sub_id, business) {
+        (Some(sub), _) => Some(sub.clone()),
+        (None, Some(business)) => business.partner_sub_id.clone(),
+        (None, None) => None,
+    }
 }
 
 /// Writes every file of an upload concurrently; on any failure removes the ones written.
@@ -233,19 +270,24 @@ pub async fn upload(
     body: &[u8],
 ) -> Result<(crate::image::Image, Processed)> {
     let request = UploadRequest::from_json(crate::validate::json_object(body)?)?;
-    if let Some(business_id) = request.business_id {
-        let visible = app
-            .store
-            .get_business(caller.account_id, business_id)
-            .await?
-            .filter(|b| b.visible_to(caller.restrict_sub_id.as_deref()));
-        if visible.is_none() {
-            return Err(ApiError::field(
-                "business_id",
-                format!("There is no business {business_id} in this account."),
-            ));
+    let business = match request.business_id {
+        Some(business_id) => {
+            let visible = app
+                .store
+                .get_business(caller.account_id, business_id)
+                .await?
+                .filter(|b| b.visible_to(caller.restrict_sub_id.as_deref()));
+            if visible.is_none() {
+                return Err(ApiError::field(
+                    "business_id",
+                    format!("There is no business {business_id} in this account."),
+                ));
+            }
+            visible
         }
-    }
+        None => None,
+    };
+    let partner_sub_id = image_sub_id(caller, business.as_ref());
     let (bytes, name) = match &request.source {
         Source::Url(url) => {
             let fetched = app.fetcher.fetch(url).await?;
@@ -271,7 +313,8 @@ pub async fn upload(
             }
             Err(join) => return Err(ApiError::internal(join)),
         };
-    let path = original_path(&file_stem(name.as_deref()), processed.extension);
+    let id = app.store.allocate_image_id().await?;
+    let path = original_path(&file_stem(name.as_deref()), id, processed.extension);
     let mut objects = vec![(path.clone(), original, processed.mimetype)];
     let mut processed = processed;
     for variant in &mut processed.variants {
@@ -284,12 +327,14 @@ pub async fn upload(
     }
     let written = store_files(&app.files, objects).await?;
     let new = NewImage {
-        path,
+        id: Some(id),
+        path: path.clone(),
         mimetype: processed.mimetype.to_string(),
         width: processed.width,
         height: processed.height,
         site_id: request.site_id,
         business_id: request.business_id,
+        partner_sub_id,
         user_id: caller.user_id,
     };
     match app
@@ -298,9 +343,54 @@ pub async fn upload(
         .await
     {
         Ok(image) => Ok((image, processed)),
+        // An internal error (a timeout, a lost response) does not prove that nothing was
+        // written: settle the id before touching the files.
+        Err(err @ ApiError::Internal(_)) => {
+            let image = settle(app, caller, id, &path, &written).await;
+            match image {
+                Some(image) => Ok((image, processed)),
+                None => Err(err),
+            }
+        }
         Err(err) => {
             remove_files(&app.files, &written).await;
             Err(err)
+        }
+    }
+}
+
+/// After a record write with an unknown outcome: the record if it was written (the upload
+/// succeeded). Otherwise the id is barred and the files removed; if even that cannot be
+/// found out, the files stay for `sitehost files sweep` to judge later.
+async fn settle(
+    app: &App,
+    caller: &Caller,
+    id: i64,
+    path: &str,
+    written: &[String],
+) -> Option<Image> {
+    match app.store.settle_image(id).await {
+        Ok(Some(image)) if image.account_id == caller.account_id && image.path == path => {
+            tracing::warn!(
+                image_id = id,
+                "the image record write reported an error but the record exists"
+            );
+            Some(image)
+        }
+        Ok(other) => {
+            if other.is_some() {
+                tracing::error!(image_id = id, "image id recorded for other files");
+            }
+            remove_files(&app.files, written).await;
+            None
+        }
+        Err(err) => {
+            tracing::error!(
+                image_id = id,
+                error = %err,
+                "cannot tell whether the image was recorded; its files are kept for the sweeper"
+            );
+            None
         }
     }
 }
@@ -380,11 +470,38 @@ mod tests {
         assert_eq!(file_stem(Some("../../etc/passwd")), "passwd");
         assert_eq!(file_stem(Some("日本.jpg")), "image");
         assert_eq!(file_stem(None), "image");
-        let path = original_path("cat", "png");
+        let path = original_path("cat", 26, "png");
         assert!(
-            path.starts_with("img/upload/cat-") && path.ends_with(".png"),
+            path.starts_with("img/upload/cat-") && path.ends_with("--26.png"),
             "{path}"
         );
-        assert_ne!(original_path("cat", "png"), path);
+        assert_ne!(original_path("cat", 26, "png"), path);
+    }
+
+    #[test]
+    fn file_sets_are_named_by_the_record_id() {
+        let path = original_path("my-shop_2", 26, "jpg");
+        let set = &path[..path.len() - ".jpg".len()];
+        assert_eq!(upload_file_set(&path), Some((set, 26)));
+        let variant = variant_path(&path, "thumbnail");
+        assert_eq!(upload_file_set(&variant), Some((set, 26)));
+        // A temporary file of the local store belongs to its set too.
+        assert_eq!(
+            upload_file_set(&format!("{set}.big.tmp-123")),
+            Some((set, 26))
+        );
+        for other in [
+            "img/upload/shop-k3v9x0q2m1za.jpg",
+            "img/upload/a-26-bcdefghijklm.jpg",
+            "img/upload/sub/x--26.jpg",
+            "img/upload/x--.jpg",
+            "img/upload/x--2a.jpg",
+            "img/upload/x--0.jpg",
+            "img/upload/x--26",
+            "other/x--26.jpg",
+        ] {
+            assert_eq!(upload_file_set(other), None, "{other}");
+        }
+        assert_eq!(file_stem(Some("a--b.jpg")), "a-b", "stems never hold '--'");
     }
 }

@@ -18,6 +18,27 @@ pub trait FileStore: Send + Sync {
     async fn put(&self, path: &str, bytes: Bytes, content_type: &str) -> Result<()>;
     /// Removes a file; removing a missing file is not an error.
     async fn delete(&self, path: &str) -> Result<()>;
+    /// One page of the files whose paths start with `prefix`, in byte order of their paths,
+    /// continuing after the `next` of the previous page (`None`: from the start). For the
+    /// orphan sweeper (`sitehost files sweep`); stores that cannot list refuse.
+    async fn list(&self, prefix: &str, next: Option<String>) -> Result<FilePage> {
+        let _ = (prefix, next);
+        Err(ApiError::internal("this file store cannot list its files"))
+    }
+}
+
+/// A stored file and when it was last written (unix seconds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredFile {
+    pub path: String,
+    pub modified: i64,
+}
+
+/// One page of a file listing; `next` asks for the following page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FilePage {
+    pub files: Vec<StoredFile>,
+    pub next: Option<String>,
 }
 
 pub type SharedFiles = std::sync::Arc<dyn FileStore>;
@@ -116,6 +137,69 @@ impl FileStore for LocalFiles {
             Err(e) => Err(ApiError::internal(e)),
         }
     }
+
+    /// Every matching file in one page (a local store is small enough), with its mtime.
+    async fn list(&self, prefix: &str, _next: Option<String>) -> Result<FilePage> {
+        let root = self.root.clone();
+        let prefix = prefix.to_string();
+        let files = tokio::task::spawn_blocking(move || list_local(&root, &prefix))
+            .await
+            .map_err(ApiError::internal)??;
+        Ok(FilePage { files, next: None })
+    }
+}
+
+/// The regular files under `root` whose relative paths start with `prefix`, sorted.
+fn list_local(root: &Path, prefix: &str) -> Result<Vec<StoredFile>> {
+    // Only the directory the prefix names (or its parent) needs walking.
+    let start = match prefix.rfind('/') {
+        Some(slash) => root.join(&prefix[..slash]),
+        None => root.to_path_buf(),
+    };
+    let mut files = Vec::new();
+    let mut dirs = vec![start];
+    while let Some(dir) = dirs.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(ApiError::internal(format!("{}: {e}", dir.display()))),
+        };
+        for entry in entries {
+            let entry = entry.map_err(ApiError::internal)?;
+            // Symlinks are neither followed nor listed: only what `put` wrote counts.
+            let meta = entry.metadata().map_err(ApiError::internal)?;
+            let path = entry.path();
+            if meta.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if !meta.is_file() {
+                continue;
+            }
+            let Some(relative) = path
+                .strip_prefix(root)
+                .ok()
+                .and_then(Path::to_str)
+                .map(|p| p.replace(std::path::MAIN_SEPARATOR, "/"))
+            else {
+                continue;
+            };
+            if !relative.starts_with(prefix) {
+                continue;
+            }
+            let modified = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            files.push(StoredFile {
+                path: relative,
+                modified,
+            });
+        }
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
 }
 
 #[cfg(test)]
@@ -146,5 +230,40 @@ mod tests {
             .delete("img/upload/a.jpg")
             .await
             .expect("deleting twice is fine");
+    }
+
+    #[tokio::test]
+    async fn listing_finds_files_under_a_prefix_in_path_order_with_their_times() {
+        let dir = tempfile::tempdir().expect("dir");
+        let files = LocalFiles::open(dir.path()).expect("files");
+        for path in [
+            "img/upload/b.jpg",
+            "img/upload/a.big.jpg",
+            "img/upload/a.jpg",
+            "other/c.jpg",
+        ] {
+            files
+                .put(path, Bytes::from_static(b"x"), "image/jpeg")
+                .await
+                .expect("put");
+        }
+        let page = files.list("img/upload/", None).await.expect("list");
+        let paths: Vec<&str> = page.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "img/upload/a.big.jpg",
+                "img/upload/a.jpg",
+                "img/upload/b.jpg"
+            ]
+        );
+        assert_eq!(page.next, None);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs() as i64;
+        assert!(page.files.iter().all(|f| (now - f.modified).abs() < 60));
+        let none = files.list("nothing/here/", None).await.expect("list");
+        assert!(none.files.is_empty());
     }
 }

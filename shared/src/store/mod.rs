@@ -67,7 +67,8 @@ pub trait BusinessStore: Send + Sync {
     async fn get_business(&self, account_id: i64, id: i64) -> Result<Option<Business>>;
     /// Applies a patch atomically (no concurrent update loses a field). `None` when the
     /// business does not exist in this account. `restrict_sub_id` hides businesses of other
-    /// sub ids, as for a sub-restricted key.
+    /// sub ids, as for a sub-restricted key, and a new `logo_image_id` must then be an
+    /// image of that sub id (a validation error on `logo_image_id` otherwise).
     async fn update_business(
         &self,
         account_id: i64,
@@ -85,11 +86,24 @@ pub trait BusinessStore: Send + Sync {
 
 #[async_trait]
 pub trait ImageStore: Send + Sync {
+    /// Takes an id from the image sequence ahead of `create_image`, so an upload can name
+    /// its files after its record (`NewImage::id`).
+    async fn allocate_image_id(&self) -> Result<i64>;
     /// Writes the image record in one transaction. Fails with a validation error on
-    /// `business_id` when that business is not one of the account's.
+    /// `business_id` when that business is not one of the account's or its
+    /// `partner_sub_id` is not `new.partner_sub_id`. An internal error leaves the outcome
+    /// unknown: `settle_image` says what happened.
     async fn create_image(&self, account_id: i64, new: NewImage, now: i64) -> Result<Image>;
     async fn get_image(&self, account_id: i64, id: i64) -> Result<Option<Image>>;
     async fn list_images(&self, account_id: i64, query: &ImageQuery) -> Result<Page<Image>>;
+    /// The image with this id in any account, for operator tools (the file sweeper's dry
+    /// run). Never use it to answer a partner.
+    async fn find_image_any_account(&self, id: i64) -> Result<Option<Image>>;
+    /// Settles an image id whose `create_image` had an unknown outcome, or whose files have
+    /// no record: returns the record (any account) when one was written; otherwise bars the
+    /// id, so a `create_image` of it still in flight fails and none is ever written, and
+    /// returns `None`. After `None` the id's files may be removed.
+    async fn settle_image(&self, id: i64) -> Result<Option<Image>>;
 }
 
 /// How long a request budget's window lasts: budgets count per fixed minute, aligned to

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 
-use super::files::{FileStore, CACHE_CONTROL};
+use super::files::{FilePage, FileStore, StoredFile, CACHE_CONTROL};
 use crate::error::{ApiError, Result};
 
 pub struct S3Files {
@@ -56,5 +56,38 @@ impl FileStore for S3Files {
                     aws_sdk_s3::error::DisplayErrorContext(e)
                 ))
             })
+    }
+
+    /// One `ListObjectsV2` page (up to 1,000 keys, in key order) with `LastModified`.
+    async fn list(&self, prefix: &str, next: Option<String>) -> Result<FilePage> {
+        let out = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .set_continuation_token(next)
+            .send()
+            .await
+            .map_err(|e| {
+                ApiError::internal(format!(
+                    "s3 list {prefix}: {}",
+                    aws_sdk_s3::error::DisplayErrorContext(e)
+                ))
+            })?;
+        let files = out
+            .contents()
+            .iter()
+            .filter_map(|object| {
+                Some(StoredFile {
+                    path: object.key()?.to_string(),
+                    modified: object.last_modified()?.secs(),
+                })
+            })
+            .collect();
+        let next = match out.is_truncated() {
+            Some(true) => out.next_continuation_token().map(str::to_string),
+            _ => None,
+        };
+        Ok(FilePage { files, next })
     }
 }

@@ -42,10 +42,12 @@ CREATE TABLE IF NOT EXISTS images (
     id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL, path TEXT NOT NULL UNIQUE,
     mimetype TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
     site_id INTEGER, business_id INTEGER, user_id INTEGER NOT NULL,
-    added INTEGER NOT NULL, modified INTEGER NOT NULL);
+    added INTEGER NOT NULL, modified INTEGER NOT NULL, partner_sub_id TEXT);
 CREATE INDEX IF NOT EXISTS images_by_account ON images (account_id, id);
 CREATE INDEX IF NOT EXISTS images_by_site ON images (account_id, site_id, id);
 CREATE INDEX IF NOT EXISTS images_by_business ON images (account_id, business_id, id);
+-- Image ids settled as never recorded (`settle_image`): `create_image` refuses them.
+CREATE TABLE IF NOT EXISTS barred_image_ids (id INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS counters (
     account_id INTEGER NOT NULL, kind TEXT NOT NULL, scope TEXT NOT NULL, n INTEGER NOT NULL,
     PRIMARY KEY (account_id, kind, scope)) WITHOUT ROWID;
@@ -62,8 +64,21 @@ const READERS: usize = 4;
 const BUSINESS_COLUMNS: &str =
     "id, account_id, business_name, slug, deleted, partner_business_id, \
      partner_sub_id, category_id, logo_image_id, user_id, added, modified";
-const IMAGE_COLUMNS: &str =
-    "id, account_id, path, mimetype, width, height, site_id, business_id, user_id, added, modified";
+const IMAGE_COLUMNS: &str = "id, account_id, path, mimetype, width, height, site_id, business_id, \
+     user_id, added, modified, partner_sub_id";
+
+/// Stores made before images had a sub id get the column (their images have none).
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_sub: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('images') WHERE name = 'partner_sub_id'")?
+        .exists([])?;
+    if !has_sub {
+        conn.execute_batch("ALTER TABLE images ADD COLUMN partner_sub_id TEXT")?;
+    }
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS images_by_sub ON images (account_id, partner_sub_id, id)",
+    )
+}
 
 pub struct SqliteStore {
     data_dir: PathBuf,
@@ -112,6 +127,7 @@ impl SqliteStore {
         let path = data_dir.join(DB_FILE);
         let writer = connect(&path).map_err(db_error)?;
         writer.execute_batch(SCHEMA).map_err(db_error)?;
+        migrate(&writer).map_err(db_error)?;
         let readers = (0..READERS)
             .map(|_| connect(&path).map(Mutex::new))
             .collect::<rusqlite::Result<Vec<_>>>()
@@ -225,6 +241,7 @@ fn image_from_row(row: &Row) -> rusqlite::Result<Image> {
         user_id: row.get(8)?,
         added: row.get(9)?,
         modified: row.get(10)?,
+        partner_sub_id: row.get(11)?,
     })
 }
 
@@ -242,10 +259,25 @@ fn key_from_row(row: &Row) -> rusqlite::Result<ApiKey> {
 
 const KEY_COLUMNS: &str = "key, secret, account_id, user_id, partner_sub_id, revoked, created";
 
-fn image_exists(tx: &Transaction, account_id: i64, image_id: i64) -> Result<bool> {
-    tx.prepare_cached("SELECT 1 FROM images WHERE id = ?1 AND account_id = ?2")
-        .and_then(|mut s| s.exists(params![image_id, account_id]))
-        .map_err(db_error)
+/// Whether the image exists in the account and, with `restrict_sub_id`, has that sub id.
+fn image_exists(
+    tx: &Transaction,
+    account_id: i64,
+    image_id: i64,
+    restrict_sub_id: Option<&str>,
+) -> Result<bool> {
+    tx.prepare_cached(
+        "SELECT 1 FROM images WHERE id = ?1 AND account_id = ?2
+         AND (?3 IS NULL OR partner_sub_id = ?3)",
+    )
+    .and_then(|mut s| s.exists(params![image_id, account_id, restrict_sub_id]))
+    .map_err(db_error)
+}
+
+fn fetch_image(conn: &Connection, id: i64) -> rusqlite::Result<Option<Image>> {
+    conn.prepare_cached(&format!("SELECT {IMAGE_COLUMNS} FROM images WHERE id = ?1"))?
+        .query_row(params![id], image_from_row)
+        .optional()
 }
 
 fn no_such_logo(id: i64) -> ApiError {
@@ -416,7 +448,7 @@ impl BusinessStore for SqliteStore {
     ) -> Result<Business> {
         self.write(|tx| {
             if let Some(logo) = new.logo_image_id {
-                if !image_exists(tx, account_id, logo)? {
+                if !image_exists(tx, account_id, logo, None)? {
                     return Err(no_such_logo(logo));
                 }
             }
@@ -447,8 +479,12 @@ impl BusinessStore for SqliteStore {
             if !business.visible_to(restrict_sub_id) {
                 return Ok(None);
             }
+            // Only a new logo is checked: a client writing back the object it read keeps a
+            // logo it may not see (set by an unrestricted key).
             if let Some(Some(logo)) = patch.logo_image_id {
-                if !image_exists(tx, account_id, logo)? {
+                if business.logo_image_id != Some(logo)
+                    && !image_exists(tx, account_id, logo, restrict_sub_id)?
+                {
                     return Err(no_such_logo(logo));
                 }
             }
@@ -533,20 +569,39 @@ fn clamp_i64(n: u64) -> i64 {
 
 #[async_trait]
 impl ImageStore for SqliteStore {
+    async fn allocate_image_id(&self) -> Result<i64> {
+        self.write(|tx| next_id(tx, "image"))
+    }
+
     async fn create_image(&self, account_id: i64, new: NewImage, now: i64) -> Result<Image> {
         self.write(|tx| {
             if let Some(business_id) = new.business_id {
-                if fetch_business(tx, account_id, business_id).map_err(db_error)?.is_none() {
+                let business = fetch_business(tx, account_id, business_id).map_err(db_error)?;
+                if business.is_none_or(|b| b.partner_sub_id != new.partner_sub_id) {
                     return Err(ApiError::field(
                         "business_id",
                         format!("There is no business {business_id} in this account."),
                     ));
                 }
             }
-            let id = next_id(tx, "image")?;
+            let id = match new.id {
+                Some(id) => {
+                    let barred = tx
+                        .prepare_cached("SELECT 1 FROM barred_image_ids WHERE id = ?1")
+                        .and_then(|mut s| s.exists(params![id]))
+                        .map_err(db_error)?;
+                    if barred {
+                        return Err(ApiError::internal(format!(
+                            "image id {id} was settled as never recorded"
+                        )));
+                    }
+                    id
+                }
+                None => next_id(tx, "image")?,
+            };
             let image = new.into_image(id, account_id, now);
             tx.prepare_cached(&format!(
-                "INSERT INTO images ({IMAGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                "INSERT INTO images ({IMAGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
             ))
             .and_then(|mut s| {
                 s.execute(params![
@@ -560,7 +615,8 @@ impl ImageStore for SqliteStore {
                     image.business_id,
                     image.user_id,
                     image.added,
-                    image.modified
+                    image.modified,
+                    image.partner_sub_id
                 ])
             })
             .map_err(db_error)?;
@@ -590,6 +646,10 @@ impl ImageStore for SqliteStore {
             sql.push_str(" AND business_id = ?");
             args.push(business.into());
         }
+        if let Some(sub) = &query.filter.partner_sub_id {
+            sql.push_str(" AND partner_sub_id = ?");
+            args.push(sub.clone().into());
+        }
         sql.push_str(if query.descending {
             " ORDER BY id DESC"
         } else {
@@ -615,6 +675,24 @@ impl ImageStore for SqliteStore {
                 .query_map(rusqlite::params_from_iter(args), image_from_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(Page { items, total_count })
+        })
+    }
+
+    async fn find_image_any_account(&self, id: i64) -> Result<Option<Image>> {
+        self.read(|conn| fetch_image(conn, id))
+    }
+
+    async fn settle_image(&self, id: i64) -> Result<Option<Image>> {
+        self.write(|tx| {
+            if let Some(image) = fetch_image(tx, id).map_err(db_error)? {
+                return Ok(Some(image));
+            }
+            tx.execute(
+                "INSERT OR IGNORE INTO barred_image_ids (id) VALUES (?1)",
+                params![id],
+            )
+            .map_err(db_error)?;
+            Ok(None)
         })
     }
 }

@@ -64,12 +64,14 @@ pub async fn fixture_app(
         .await
         .expect("business");
     let image = sitehost::image::NewImage {
+        id: None,
         path: "img/upload/existing-abc.png".into(),
         mimetype: "image/png".into(),
         width: 10,
         height: 10,
         site_id: Some(12345),
         business_id: None,
+        partner_sub_id: None,
         user_id: 42,
     };
     store

@@ -122,7 +122,11 @@ impl BusinessStore for DynamoStore {
             }
             let logo_check = match business.logo_image_id {
                 Some(logo) if business.logo_image_id != before_logo => {
-                    actions.push(self.check_owner(items::image_key(logo), account_id)?);
+                    actions.push(self.check_owner_and_sub(
+                        items::image_key(logo),
+                        account_id,
+                        restrict_sub_id.map(Some),
+                    )?);
                     Some((actions.len() - 1, logo))
                 }
                 _ => None,

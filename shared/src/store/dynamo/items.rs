@@ -291,6 +291,7 @@ pub fn image_item(image: &Image) -> Item {
     item.insert("height".into(), n(image.height));
     put_opt_n(&mut item, "site_id", image.site_id);
     put_opt_n(&mut item, "business_id", image.business_id);
+    put_opt_s(&mut item, "partner_sub_id", &image.partner_sub_id);
     item.insert("user_id".into(), n(image.user_id));
     item.insert("added".into(), n(image.added));
     item.insert("modified".into(), n(image.modified));
@@ -307,10 +308,30 @@ pub fn image_from(item: &Item) -> Result<Image> {
         height: get_n(item, "height")?,
         site_id: opt_n(item, "site_id")?,
         business_id: opt_n(item, "business_id")?,
+        partner_sub_id: opt_s(item, "partner_sub_id")?,
         user_id: get_n(item, "user_id")?,
         added: get_n(item, "added")?,
         modified: get_n(item, "modified")?,
     })
+}
+
+/// Marks an `IMAGE#` item that stands for an id settled as never recorded.
+pub const BARRED: &str = "barred";
+
+/// The item that bars an image id (`settle_image`): it takes the record's key, so the
+/// record's `attribute_not_exists` put can never succeed after it.
+pub fn barred_image_item(id: i64) -> Item {
+    let mut item = image_key(id);
+    item.insert(BARRED.into(), AttributeValue::Bool(true));
+    item
+}
+
+/// The image an `IMAGE#` item holds, `None` for a barred id.
+pub fn image_record(item: &Item) -> Result<Option<Image>> {
+    if item.contains_key(BARRED) {
+        return Ok(None);
+    }
+    image_from(item).map(Some)
 }
 
 pub fn account_item(account: &Account) -> Item {
@@ -373,6 +394,28 @@ mod tests {
         let b = business(7, "Joe's");
         let (back, version) = business_from(&business_item(&b, 4)).expect("parse");
         assert_eq!((back, version), (b, 4));
+    }
+
+    #[test]
+    fn images_round_trip_with_their_sub_id_and_barred_ids_read_as_none() {
+        let image = crate::image::NewImage {
+            id: Some(5),
+            path: "img/upload/a-bcdefghijklm--5.png".into(),
+            mimetype: "image/png".into(),
+            width: 3,
+            height: 2,
+            site_id: Some(1),
+            business_id: None,
+            partner_sub_id: Some("north".into()),
+            user_id: 9,
+        }
+        .into_image(5, 1, 1_369_395_621);
+        assert_eq!(
+            image_record(&image_item(&image)).expect("parse"),
+            Some(image)
+        );
+        assert_eq!(image_record(&barred_image_item(5)).expect("parse"), None);
+        assert_eq!(barred_image_item(5)[PK], image_key(5)[PK]);
     }
 
     #[test]

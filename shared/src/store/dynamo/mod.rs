@@ -345,6 +345,36 @@ impl DynamoStore {
         Ok(TransactWriteItem::builder().condition_check(check).build())
     }
 
+    /// `check_owner` plus a condition on the record's `partner_sub_id`: `Some(Some(s))`
+    /// asks for sub id `s`, `Some(None)` for none, `None` for anything.
+    fn check_owner_and_sub(
+        &self,
+        key: Item,
+        account_id: i64,
+        sub: Option<Option<&str>>,
+    ) -> Result<TransactWriteItem> {
+        let check = ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .expression_attribute_names("#a", "account_id")
+            .expression_attribute_values(":a", n(account_id));
+        let check = match sub {
+            None => check.condition_expression("#a = :a"),
+            Some(sub) => {
+                let check = check.expression_attribute_names("#s", "partner_sub_id");
+                match sub {
+                    Some(sub) => check
+                        .condition_expression("#a = :a AND #s = :s")
+                        .expression_attribute_values(":s", s(sub)),
+                    None => check.condition_expression("#a = :a AND attribute_not_exists(#s)"),
+                }
+            }
+        };
+        Ok(TransactWriteItem::builder()
+            .condition_check(check.build().map_err(build_error)?)
+            .build())
+    }
+
     /// The `Put` and counter `ADD`s of a new record's list entries, one per scope.
     fn entries_and_counts(
         &self,
