@@ -508,8 +508,7 @@ fn actions(statement: &Value) -> Vec<String> {
 /// What each function may do on the table: action => the partition keys
 /// (`dynamodb:LeadingKeys` patterns) it may touch (docs/dynamodb-design.md). `H#*` are
 /// partitions whose key was too long and is stored as its digest (business scopes with long
-/// partner ids). `BUDGET#*` (per-key request budgets) and `PATH#*` (image path index) are
-/// the items of the budget and upload-integrity work.
+/// partner ids, image scopes with long sub ids). `BUDGET#*` are the per-key request budgets.
 /// `(action, partition key pattern)` grants.
 type Grants = &'static [(&'static str, &'static str)];
 
@@ -521,7 +520,9 @@ const AUTHENTICATION: Grants = &[
 const BUSINESS_DETAIL: Grants = &[
     ("dynamodb:GetItem", "IMAGE#*"),
     ("dynamodb:GetItem", "A#*#IC#*"),
+    ("dynamodb:GetItem", "H#*"),
     ("dynamodb:Query", "A#*#I#*"),
+    ("dynamodb:Query", "H#*"),
     ("dynamodb:BatchGetItem", "IMAGE#*"),
 ];
 const ALLOWED: &[(&str, &[Grants])] = &[
@@ -586,7 +587,9 @@ const ALLOWED: &[(&str, &[Grants])] = &[
             AUTHENTICATION,
             &[
                 ("dynamodb:GetItem", "A#*#IC#*"),
+                ("dynamodb:GetItem", "H#*"),
                 ("dynamodb:Query", "A#*#I#*"),
+                ("dynamodb:Query", "H#*"),
                 ("dynamodb:BatchGetItem", "IMAGE#*"),
             ],
         ],
@@ -601,12 +604,13 @@ const ALLOWED: &[(&str, &[Grants])] = &[
             AUTHENTICATION,
             &[
                 ("dynamodb:GetItem", "BUSINESS#*"),
-                ("dynamodb:GetItem", "PATH#*"),
+                ("dynamodb:GetItem", "IMAGE#*"),
                 ("dynamodb:PutItem", "IMAGE#*"),
                 ("dynamodb:PutItem", "A#*#I#*"),
-                ("dynamodb:PutItem", "PATH#*"),
+                ("dynamodb:PutItem", "H#*"),
                 ("dynamodb:UpdateItem", "SEQ#image"),
                 ("dynamodb:UpdateItem", "A#*#IC#*"),
+                ("dynamodb:UpdateItem", "H#*"),
                 ("dynamodb:ConditionCheckItem", "BUSINESS#*"),
             ],
         ],
