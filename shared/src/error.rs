@@ -20,6 +20,15 @@ pub enum ApiError {
     MethodNotAllowed(String),
     #[error("too large: {0}")]
     TooLarge(String),
+    /// The client was too slow sending its request (408); the connection is closed.
+    #[error("request timeout: {0}")]
+    RequestTimeout(String),
+    /// The server is at capacity for this work (503 with `Retry-After`).
+    #[error("unavailable: {message}")]
+    Unavailable {
+        message: String,
+        retry_after_secs: u64,
+    },
     /// Our fault. The message goes to the logs only; the client sees a generic text.
     #[error("internal error: {0}")]
     Internal(String),
@@ -51,6 +60,8 @@ impl ApiError {
             ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::TooLarge(_) => 413,
+            ApiError::RequestTimeout(_) => 408,
+            ApiError::Unavailable { .. } => 503,
             ApiError::Internal(_) => 500,
         }
     }
@@ -58,9 +69,11 @@ impl ApiError {
     pub fn body(&self) -> Value {
         match self {
             ApiError::Validation(fields) => json!(fields),
-            ApiError::Unauthorized(msg) | ApiError::NotFound(msg) | ApiError::TooLarge(msg) => {
-                json!({ "error": msg })
-            }
+            ApiError::Unauthorized(msg)
+            | ApiError::NotFound(msg)
+            | ApiError::TooLarge(msg)
+            | ApiError::RequestTimeout(msg)
+            | ApiError::Unavailable { message: msg, .. } => json!({ "error": msg }),
             ApiError::MethodNotAllowed(method) => {
                 json!({ "error": format!("method {method} is not allowed on this path") })
             }

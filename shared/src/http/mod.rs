@@ -70,6 +70,9 @@ impl ApiResponse {
             ApiError::Unauthorized(_) => {
                 response.with_header("www-authenticate", "OAuth realm=\"sitehost\"")
             }
+            ApiError::Unavailable {
+                retry_after_secs, ..
+            } => response.with_header("retry-after", retry_after_secs.to_string()),
             _ => response,
         }
     }
