@@ -228,7 +228,11 @@ fn serve_cuts_off_a_slow_client_at_the_configured_header_timeout() {
         .expect("read timeout");
     let started = Instant::now();
     let mut closed_after = None;
-    for byte in b"GET /api/v2/businesses/ HTTP/1.1\r\nHost: x\r\n".iter().cycle().take(10) {
+    for byte in b"GET /api/v2/businesses/ HTTP/1.1\r\nHost: x\r\n"
+        .iter()
+        .cycle()
+        .take(10)
+    {
         // Past the deadline the server has hung up: the write or the read says so.
         if stream.write_all(&[*byte]).is_err() {
             closed_after = Some(started.elapsed());
@@ -245,7 +249,11 @@ fn serve_cuts_off_a_slow_client_at_the_configured_header_timeout() {
                 }
                 // A 408 before the close is fine too.
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
                 Err(_) => {
                     hung_up = true;
                     break;

@@ -169,7 +169,13 @@ mod tests {
         ] {
             assert_eq!(format_char(&format!("Cafe{c}gpj.exe")), Some(c), "{c:?}");
         }
-        for clean in ["Harbour Cafe", "Café", "日本の店", "Joe's Pizza & Grill", "مقهى"] {
+        for clean in [
+            "Harbour Cafe",
+            "Café",
+            "日本の店",
+            "Joe's Pizza & Grill",
+            "مقهى",
+        ] {
             assert_eq!(format_char(clean), None, "{clean}");
         }
         assert_eq!(
@@ -192,7 +198,10 @@ mod tests {
         let body = json!({"partner_sub_id": "north\u{200B}", "partner_business_id": "Cafe\u{301}"});
         let body = body.as_object().cloned().unwrap_or_default();
         let mut fields = FieldErrors::default();
-        assert_eq!(optional_text(&mut fields, &body, "partner_sub_id", 255), None);
+        assert_eq!(
+            optional_text(&mut fields, &body, "partner_sub_id", 255),
+            None
+        );
         assert_eq!(
             optional_text(&mut fields, &body, "partner_business_id", 255),
             Some(Some("Cafe\u{301}".to_string()))

@@ -689,7 +689,9 @@ async fn held_url_server() -> (
                 let _ = arrived.send(()).await;
                 released.notified().await;
                 let _ = stream
-                    .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    )
                     .await;
             });
         }
@@ -724,18 +726,27 @@ async fn uploads_past_the_concurrency_bound_get_503_with_retry_after() {
 
     let started = Instant::now();
     let refused = client
-        .post("/api/v2/images/", &json!({"upload": {"file": "AA=="}, "site_id": 1}))
+        .post(
+            "/api/v2/images/",
+            &json!({"upload": {"file": "AA=="}, "site_id": 1}),
+        )
         .await
         .expect("second upload");
     assert_eq!(refused.status, 503, "{}", refused.body);
-    assert!(started.elapsed() >= Duration::from_millis(300), "it waited for a slot first");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "it waited for a slot first"
+    );
     assert_eq!(refused.headers["retry-after"], "2");
     assert_eq!(
         refused.body,
         json!({"error": "The server is processing as many image uploads as it allows (1); retry in a moment."})
     );
     // Other requests are not bounded by upload slots.
-    assert_eq!(client.get("/api/v2/images/").await.expect("list").status, 200);
+    assert_eq!(
+        client.get("/api/v2/images/").await.expect("list").status,
+        200
+    );
 
     // Once the first upload ends, its slot serves the next one.
     release.notify_waiters();
@@ -745,7 +756,10 @@ async fn uploads_past_the_concurrency_bound_get_503_with_retry_after() {
         .as_str()
         .is_some_and(|m| m.contains("404")));
     let next = client
-        .post("/api/v2/images/", &json!({"upload": {"file": "AA=="}, "site_id": 1}))
+        .post(
+            "/api/v2/images/",
+            &json!({"upload": {"file": "AA=="}, "site_id": 1}),
+        )
         .await
         .expect("third upload");
     assert_eq!(next.status, 400, "{}", next.body);
@@ -785,25 +799,32 @@ async fn a_write_waiting_on_sqlite_does_not_stall_other_requests() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let read_while_write_waited = reading.is_finished() && !writing.is_finished();
-    blocker.execute_batch("COMMIT").expect("release the write lock");
+    blocker
+        .execute_batch("COMMIT")
+        .expect("release the write lock");
 
     let read = reading.await.expect("task").expect("list");
-    assert_eq!(read.status, 200);
-    assert_eq!(read.body["meta"]["total_count"], 1);
     let written = writing.await.expect("task").expect("create");
-    assert_eq!(written.status, 201, "{}", written.body);
     assert!(
         read_while_write_waited,
         "the list waited for the blocked write (it took {:?})",
         started.elapsed()
     );
+    assert_eq!(read.status, 200);
+    assert_eq!(read.body["meta"]["total_count"], 1);
+    assert_eq!(written.status, 201, "{}", written.body);
 }
 
 #[tokio::test]
 async fn business_names_refuse_format_characters_and_are_stored_nfc() {
     let server = Server::start().await;
     let client = server.client("agency", None).await;
-    for (c, code) in [("\u{202E}", "U+202E"), ("\u{2067}", "U+2067"), ("\u{200B}", "U+200B"), ("\u{FEFF}", "U+FEFF")] {
+    for (c, code) in [
+        ("\u{202E}", "U+202E"),
+        ("\u{2067}", "U+2067"),
+        ("\u{200B}", "U+200B"),
+        ("\u{FEFF}", "U+FEFF"),
+    ] {
         let reply = client
             .post(
                 "/api/v2/businesses/",
@@ -857,8 +878,14 @@ async fn conflicting_duplicate_query_parameters_are_400_on_every_list() {
     create(&client, json!({"business_name": "A"})).await;
     for (path, name) in [
         ("/api/v2/businesses/?deleted=0&deleted=1", "deleted"),
-        ("/api/v2/businesses/?order_by=id&order_by=-business_name", "order_by"),
-        ("/api/v2/businesses/?partner_sub_id=a&limit=5&partner_sub_id=b", "partner_sub_id"),
+        (
+            "/api/v2/businesses/?order_by=id&order_by=-business_name",
+            "order_by",
+        ),
+        (
+            "/api/v2/businesses/?partner_sub_id=a&limit=5&partner_sub_id=b",
+            "partner_sub_id",
+        ),
         ("/api/v2/businesses/?limit=1&limit=2", "limit"),
         ("/api/v2/images/?site_id=1&site_id=2", "site_id"),
         ("/api/v2/images/?order_by=-id&order_by=id", "order_by"),
@@ -940,8 +967,8 @@ async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
         401
     );
 
-    let text = String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(|p| p.into_inner()))
-        .into_owned();
+    let text =
+        String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
     let requests: Vec<Value> = text
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -964,5 +991,8 @@ async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
     assert_eq!(refused["status"], 401);
     assert!(refused.get("key").is_none() && refused.get("account_id").is_none());
     assert!(!text.contains(&key.secret), "the secret reached the logs");
-    assert!(!text.contains("oauth_signature"), "a signature reached the logs");
+    assert!(
+        !text.contains("oauth_signature"),
+        "a signature reached the logs"
+    );
 }

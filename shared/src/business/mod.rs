@@ -532,7 +532,8 @@ mod tests {
             new.map(|b| b.business_name).ok().as_deref(),
             Some("Caf\u{E9} Ol\u{E9}")
         );
-        let patch = BusinessPatch::from_json(&body(json!({"business_name": decomposed})), 1, &caller());
+        let patch =
+            BusinessPatch::from_json(&body(json!({"business_name": decomposed})), 1, &caller());
         assert_eq!(
             patch.ok().and_then(|p| p.business_name).as_deref(),
             Some("Caf\u{E9} Ol\u{E9}")

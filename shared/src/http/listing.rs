@@ -173,7 +173,10 @@ mod tests {
         for (query, field) in [
             (p(&[("deleted", "0"), ("deleted", "1")]), "deleted"),
             (p(&[("limit", "5"), ("x", "1"), ("limit", "6")]), "limit"),
-            (p(&[("order_by", "id"), ("order_by", "id"), ("order_by", "-id")]), "order_by"),
+            (
+                p(&[("order_by", "id"), ("order_by", "id"), ("order_by", "-id")]),
+                "order_by",
+            ),
         ] {
             match Paging::parse(&query) {
                 Err(crate::error::ApiError::Validation(m)) => {

@@ -290,7 +290,9 @@ impl Fetcher {
         if !ALLOWED_PORTS.contains(&port) {
             return Err(ApiError::field(
                 FIELD,
-                format!("The URL's port {port} is not allowed; only ports 80 and 443 can be fetched."),
+                format!(
+                    "The URL's port {port} is not allowed; only ports 80 and 443 can be fetched."
+                ),
             ));
         }
         Ok(&self.strict)
