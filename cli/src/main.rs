@@ -10,6 +10,7 @@ use serde_json::json;
 use sitehost::auth::{ApiKey, NewKey};
 use sitehost::clock::{format_timestamp, Clock, SystemClock};
 use sitehost::config::{Config, StoreKind};
+use sitehost::http::server::ServerLimits;
 use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
 
@@ -250,6 +251,7 @@ async fn create_key(
 }
 
 async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
+    let limits = ServerLimits::from_env().map_err(|e| e.to_string())?;
     let (config, stores) = store_args.open().await?;
     let store = &stores.records;
     store
@@ -276,7 +278,7 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    sitehost::http::server::serve(app, listener, shutdown).await;
+    sitehost::http::server::serve_with_limits(app, listener, limits, shutdown).await;
     Ok(())
 }
 

@@ -25,10 +25,15 @@ impl Drop for Serve {
 }
 
 fn serve(data_dir: &Path) -> Serve {
+    serve_with_env(data_dir, &[])
+}
+
+fn serve_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Serve {
     let mut child = Command::new(BIN)
         .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
         .env_remove("SITEHOST_STORE")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -253,4 +258,82 @@ async fn files_sweep_removes_an_old_orphan_set_and_says_so() {
     assert!(out.contains("(6 files removed)"), "{out}");
     assert!(!paths.iter().any(exists), "the orphan set is gone");
     assert!(exists(&legacy), "a file without an id in its name stays");
+}
+
+/// `SITEHOST_HEADER_TIMEOUT_SECS` reaches the server: a client sending its request head a
+/// byte a second is cut off after it.
+#[test]
+fn serve_cuts_off_a_slow_client_at_the_configured_header_timeout() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = serve_with_env(dir.path(), &[("SITEHOST_HEADER_TIMEOUT_SECS", "1")]);
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .expect("read timeout");
+    let started = Instant::now();
+    let mut closed_after = None;
+    for byte in b"GET /api/v2/businesses/ HTTP/1.1\r\nHost: x\r\n"
+        .iter()
+        .cycle()
+        .take(10)
+    {
+        // Past the deadline the server has hung up: the write or the read says so.
+        if stream.write_all(&[*byte]).is_err() {
+            closed_after = Some(started.elapsed());
+            break;
+        }
+        let mut buf = [0u8; 256];
+        let waited = Instant::now();
+        let mut hung_up = false;
+        while waited.elapsed() < Duration::from_secs(1) {
+            match stream.read(&mut buf) {
+                Ok(0) => {
+                    hung_up = true;
+                    break;
+                }
+                // A 408 before the close is fine too.
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => {
+                    hung_up = true;
+                    break;
+                }
+            }
+        }
+        if hung_up {
+            closed_after = Some(started.elapsed());
+            break;
+        }
+    }
+    let closed_after = closed_after.expect("the server kept a one-byte-a-second client for 10 s");
+    assert!(
+        closed_after < Duration::from_secs(4),
+        "closed only after {closed_after:?}"
+    );
+}
+
+/// A malformed server setting stops `serve` at start, naming the variable.
+#[test]
+fn serve_refuses_a_malformed_limit_at_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(BIN)
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("SITEHOST_STORE")
+        .env("SITEHOST_MAX_UPLOADS", "0")
+        .output()
+        .expect("sitehost serve runs");
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("SITEHOST_MAX_UPLOADS must be a positive whole number"),
+        "{said}"
+    );
 }

@@ -20,9 +20,21 @@ pub enum ApiError {
     MethodNotAllowed(String),
     #[error("too large: {0}")]
     TooLarge(String),
-    /// Over a per-key request budget; the answer carries `Retry-After: retry_after`.
+    /// Over a per-key request budget (429 with `Retry-After`).
     #[error("too many requests: {message}")]
-    TooManyRequests { message: String, retry_after: u64 },
+    TooManyRequests {
+        message: String,
+        retry_after_secs: u64,
+    },
+    /// The client was too slow sending its request (408); the connection is closed.
+    #[error("request timeout: {0}")]
+    RequestTimeout(String),
+    /// The server is at capacity for this work (503 with `Retry-After`).
+    #[error("unavailable: {message}")]
+    Unavailable {
+        message: String,
+        retry_after_secs: u64,
+    },
     /// Our fault. The message goes to the logs only; the client sees a generic text.
     #[error("internal error: {0}")]
     Internal(String),
@@ -55,6 +67,8 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::TooLarge(_) => 413,
             ApiError::TooManyRequests { .. } => 429,
+            ApiError::RequestTimeout(_) => 408,
+            ApiError::Unavailable { .. } => 503,
             ApiError::Internal(_) => 500,
         }
     }
@@ -62,10 +76,12 @@ impl ApiError {
     pub fn body(&self) -> Value {
         match self {
             ApiError::Validation(fields) => json!(fields),
-            ApiError::Unauthorized(msg) | ApiError::NotFound(msg) | ApiError::TooLarge(msg) => {
-                json!({ "error": msg })
-            }
-            ApiError::TooManyRequests { message, .. } => json!({ "error": message }),
+            ApiError::Unauthorized(msg)
+            | ApiError::NotFound(msg)
+            | ApiError::TooLarge(msg)
+            | ApiError::RequestTimeout(msg)
+            | ApiError::TooManyRequests { message: msg, .. }
+            | ApiError::Unavailable { message: msg, .. } => json!({ "error": msg }),
             ApiError::MethodNotAllowed(method) => {
                 json!({ "error": format!("method {method} is not allowed on this path") })
             }
@@ -120,7 +136,7 @@ mod tests {
     fn over_budget_is_429_with_the_message() {
         let err = ApiError::TooManyRequests {
             message: "over budget".into(),
-            retry_after: 12,
+            retry_after_secs: 12,
         };
         assert_eq!(err.status(), 429);
         assert_eq!(err.body(), json!({"error": "over budget"}));

@@ -3,8 +3,34 @@
 //! message per field instead of failing at the first problem.
 
 use serde_json::{Map, Value};
+use unicode_normalization::UnicodeNormalization;
+use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
 use crate::error::{ApiError, FieldErrors, Result};
+
+/// The first Unicode format character (general category Cf) in `text`: bidi embeddings,
+/// overrides and isolates (U+202A–202E, U+2066–2069), zero-width characters and marks
+/// (U+200B–200F), the byte order mark (U+FEFF), the soft hyphen and the rest of Cf. They
+/// are invisible: a name holding them displays differently from its bytes (a reversed
+/// extension, a look-alike of another business) and sorts apart from its look-alike.
+pub fn format_char(text: &str) -> Option<char> {
+    text.chars()
+        .find(|c| c.general_category() == GeneralCategory::Format)
+}
+
+/// The message for a field holding a format character.
+pub fn format_char_message(c: char) -> String {
+    format!(
+        "Must not contain invisible formatting characters (found U+{:04X}).",
+        u32::from(c)
+    )
+}
+
+/// `text` in Unicode Normalization Form C, so that the same visible text is stored (and
+/// sorted, and slugged) the same way however the client composed it.
+pub fn nfc(text: &str) -> String {
+    text.nfc().collect()
+}
 
 /// A positive 64-bit id from a JSON number or a digit string.
 pub fn id_value(value: &Value) -> Option<i64> {
@@ -64,6 +90,12 @@ pub fn optional_text(
     }
     if text.chars().any(char::is_control) {
         fields.add(name, "Must not contain control characters.");
+        return None;
+    }
+    // Partner ids are opaque and matched exactly by the list filters, so they are kept as
+    // sent (not normalised); only invisible characters are refused.
+    if let Some(c) = format_char(&text) {
+        fields.add(name, format_char_message(c));
         return None;
     }
     // An empty partner id means "none", as the original service stored it.
@@ -126,6 +158,63 @@ mod tests {
         }
         assert_eq!(id_value(&json!(1.5)), None);
         assert_eq!(id_value(&json!("12")), Some(12));
+    }
+
+    #[test]
+    fn format_characters_are_found_and_named() {
+        for c in [
+            '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}',
+            '\u{2068}', '\u{2069}', '\u{200B}', '\u{200C}', '\u{200D}', '\u{200E}', '\u{200F}',
+            '\u{FEFF}', '\u{00AD}', '\u{2060}', '\u{061C}',
+        ] {
+            assert_eq!(format_char(&format!("Cafe{c}gpj.exe")), Some(c), "{c:?}");
+        }
+        for clean in [
+            "Harbour Cafe",
+            "Café",
+            "日本の店",
+            "Joe's Pizza & Grill",
+            "مقهى",
+        ] {
+            assert_eq!(format_char(clean), None, "{clean}");
+        }
+        assert_eq!(
+            format_char_message('\u{202E}'),
+            "Must not contain invisible formatting characters (found U+202E)."
+        );
+    }
+
+    #[test]
+    fn nfc_composes_decomposed_text() {
+        // "Cafe" + COMBINING ACUTE ACCENT becomes the single code point U+00E9.
+        assert_eq!(nfc("Cafe\u{301}"), "Caf\u{E9}");
+        assert_eq!(nfc("Caf\u{E9}"), "Caf\u{E9}");
+        // Hangul jamo compose into syllables.
+        assert_eq!(nfc("\u{1100}\u{1161}"), "\u{AC00}");
+    }
+
+    #[test]
+    fn partner_ids_refuse_format_characters_and_stay_as_sent() {
+        let body = json!({"partner_sub_id": "north\u{200B}", "partner_business_id": "Cafe\u{301}"});
+        let body = body.as_object().cloned().unwrap_or_default();
+        let mut fields = FieldErrors::default();
+        assert_eq!(
+            optional_text(&mut fields, &body, "partner_sub_id", 255),
+            None
+        );
+        assert_eq!(
+            optional_text(&mut fields, &body, "partner_business_id", 255),
+            Some(Some("Cafe\u{301}".to_string()))
+        );
+        match fields.into_result() {
+            Err(ApiError::Validation(map)) => assert_eq!(
+                map.get("partner_sub_id"),
+                Some(&vec![
+                    "Must not contain invisible formatting characters (found U+200B).".to_string()
+                ])
+            ),
+            other => panic!("expected a 400 on partner_sub_id, got {other:?}"),
+        }
     }
 
     #[test]

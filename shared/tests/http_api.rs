@@ -3,29 +3,33 @@
 
 mod support;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sitehost::auth::{oauth1, NewKey};
+use sitehost::auth::{oauth1, ApiKey, NewKey};
 use sitehost::client::PartnerClient;
 use sitehost::clock::{Clock, FixedClock, SystemClock};
 use sitehost::config::{Config, RequestBudgets};
+use sitehost::http::server::{serve_with_limits, ServerLimits};
 use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 struct Server {
     base: String,
     store: SharedStore,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Server {
     async fn start() -> Server {
-        Server::start_with(RequestBudgets::default(), None).await
+        Server::start_with_budgets(RequestBudgets::default(), None).await
     }
 
     /// A server with these budgets, and a fixed clock when `now` is set.
-    async fn start_with(budgets: RequestBudgets, now: Option<i64>) -> Server {
+    async fn start_with_budgets(budgets: RequestBudgets, now: Option<i64>) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let stores = Stores::embedded(dir.path()).expect("stores");
         let store = Arc::clone(&stores.records);
@@ -36,11 +40,37 @@ impl Server {
             app = app.with_clock(Arc::new(FixedClock(now)));
         }
         let base = support::serve(Arc::new(app)).await;
-        Server {
-            base,
-            store,
-            _dir: dir,
-        }
+        Server { base, store, dir }
+    }
+
+    /// A server with its own limits and settings (`configure` edits the defaults).
+    async fn start_with(limits: ServerLimits, configure: impl FnOnce(&mut Config)) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let stores = Stores::embedded(dir.path()).expect("stores");
+        let store = Arc::clone(&stores.records);
+        let mut config = Config::embedded(dir.path().into());
+        configure(&mut config);
+        let app = Arc::new(App::new(stores, config).expect("app"));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(serve_with_limits(
+            app,
+            listener,
+            limits,
+            std::future::pending(),
+        ));
+        Server { base, store, dir }
+    }
+
+    fn addr(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+
+    /// A new key of `account`, with its secret.
+    async fn key(&self, account: &str) -> ApiKey {
+        let account = self.store.ensure_account(account).await.expect("account");
+        let new = NewKey::generate(account.id, None, None, SystemClock.now());
+        self.store.create_key(new).await.expect("key")
     }
 
     /// A client with a new key of `account` (optionally sub-restricted).
@@ -564,7 +594,8 @@ async fn over_the_request_budget_is_429_with_retry_after_and_does_nothing() {
         requests_per_minute: 3,
         uploads_per_minute: 60,
     };
-    let server = Server::start_with(budgets, Some(fifteen_seconds_into_this_minute())).await;
+    let server =
+        Server::start_with_budgets(budgets, Some(fifteen_seconds_into_this_minute())).await;
     let client = server.client("agency", None).await;
     let created = create(&client, json!({"business_name": "First"})).await;
     let detail = format!("/api/v2/businesses/{}/", created["id"]);
@@ -605,7 +636,8 @@ async fn uploads_have_their_own_budget_and_count_as_requests() {
         requests_per_minute: 10,
         uploads_per_minute: 2,
     };
-    let server = Server::start_with(budgets, Some(fifteen_seconds_into_this_minute())).await;
+    let server =
+        Server::start_with_budgets(budgets, Some(fifteen_seconds_into_this_minute())).await;
     let client = server.client("agency", None).await;
     let upload = json!({
         "upload": {"name": "dot.png", "file": support::media::b64(&support::media::png(4, 4))},
@@ -645,7 +677,7 @@ async fn a_zero_budget_is_unlimited() {
         requests_per_minute: 0,
         uploads_per_minute: 0,
     };
-    let server = Server::start_with(budgets, None).await;
+    let server = Server::start_with_budgets(budgets, None).await;
     let client = server.client("agency", None).await;
     for _ in 0..30 {
         assert_eq!(
@@ -693,4 +725,445 @@ async fn offsets_past_the_end_answer_an_empty_page_and_link_back() {
             assert_eq!(page.body["meta"]["next"], Value::Null);
         }
     }
+}
+
+/// Limits small enough for a test to see them act within a few seconds.
+fn short_limits() -> ServerLimits {
+    ServerLimits {
+        header_timeout: Duration::from_secs(1),
+        body_timeout: Duration::from_secs(1),
+        ..ServerLimits::default()
+    }
+}
+
+/// Writes `bytes` one at a time, `every` apart, ignoring errors once the server has hung up.
+fn trickle(
+    mut writer: tokio::net::tcp::OwnedWriteHalf,
+    bytes: Vec<u8>,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        for byte in bytes {
+            if writer.write_all(&[byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(every).await;
+        }
+    })
+}
+
+/// Reads until the server closes the connection (or `limit` passes): what it sent, and
+/// when it hung up (`None` if it did not within `limit`).
+async fn read_until_closed(
+    mut reader: tokio::net::tcp::OwnedReadHalf,
+    limit: Duration,
+) -> (String, Option<Duration>) {
+    let started = Instant::now();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = limit.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, reader.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                return (
+                    String::from_utf8_lossy(&received).into_owned(),
+                    Some(started.elapsed()),
+                )
+            }
+            Ok(Ok(n)) => received.extend_from_slice(&buf[..n]),
+            Err(_) => return (String::from_utf8_lossy(&received).into_owned(), None),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_trickling_its_headers_is_cut_off_at_the_header_timeout() {
+    let server = Server::start_with(short_limits(), |_| {}).await;
+    let stream = TcpStream::connect(server.addr()).await.expect("connect");
+    let (reader, writer) = stream.into_split();
+    // One byte every 300 ms: always "making progress", never finishing the head.
+    let head = format!(
+        "GET /api/v2/businesses/ HTTP/1.1\r\nHost: {}\r\nX-Padding: {}\r\n\r\n",
+        server.addr(),
+        "x".repeat(64)
+    );
+    let writing = trickle(writer, head.into_bytes(), Duration::from_millis(300));
+    let (answer, closed_after) = read_until_closed(reader, Duration::from_secs(8)).await;
+    writing.abort();
+    let closed_after = closed_after.expect("the server never closed the slow connection");
+    // 1 s timeout; the rest is scheduling slack on a busy machine.
+    assert!(
+        closed_after < Duration::from_secs(4),
+        "closed only after {closed_after:?}"
+    );
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_trickling_its_body_gets_408_at_the_body_timeout() {
+    let server = Server::start_with(short_limits(), |_| {}).await;
+    let stream = TcpStream::connect(server.addr()).await.expect("connect");
+    let (reader, mut writer) = stream.into_split();
+    let head = format!(
+        "POST /api/v2/businesses/ HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: 200\r\n\r\n{{\"business_name\": ",
+        server.addr()
+    );
+    writer.write_all(head.as_bytes()).await.expect("head");
+    let writing = trickle(writer, vec![b' '; 180], Duration::from_millis(300));
+    let (answer, closed_after) = read_until_closed(reader, Duration::from_secs(8)).await;
+    writing.abort();
+    let closed_after = closed_after.expect("the server never closed the slow connection");
+    assert!(
+        closed_after < Duration::from_secs(4),
+        "closed only after {closed_after:?}"
+    );
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(
+        answer.ends_with("{\"error\":\"The request body was not received within 1 s.\"}"),
+        "{answer}"
+    );
+    // Nothing was created, and the server still serves others.
+    let key = server.key("agency").await;
+    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    let list = client.get("/api/v2/businesses/").await.expect("list");
+    assert_eq!(list.status, 200);
+    assert_eq!(list.body["meta"]["total_count"], 0);
+}
+
+/// A URL server that takes each request and answers 404 only when told to, so an upload
+/// fetching from it holds its upload slot for as long as the test wants.
+async fn held_url_server() -> (
+    String,
+    tokio::sync::mpsc::Receiver<()>,
+    Arc<tokio::sync::Notify>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (arrived, arrivals) = tokio::sync::mpsc::channel(8);
+    let release = Arc::new(tokio::sync::Notify::new());
+    let released = Arc::clone(&release);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let arrived = arrived.clone();
+            let released = Arc::clone(&released);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let _ = arrived.send(()).await;
+                released.notified().await;
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    )
+                    .await;
+            });
+        }
+    });
+    (addr.to_string(), arrivals, release)
+}
+
+#[tokio::test]
+async fn uploads_past_the_concurrency_bound_get_503_with_retry_after() {
+    let (url_host, mut arrivals, release) = held_url_server().await;
+    let limits = ServerLimits {
+        max_uploads: 1,
+        upload_wait: Duration::from_millis(300),
+        ..ServerLimits::default()
+    };
+    let allowed = url_host.clone();
+    let server = Server::start_with(limits, move |config| {
+        config.fetch.allow_hosts = vec![allowed];
+    })
+    .await;
+    let key = server.key("agency").await;
+    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    let holder = {
+        let client = client.clone();
+        let body = json!({"external_url": format!("http://{url_host}/held.png"), "site_id": 1});
+        tokio::spawn(async move { client.post("/api/v2/images/", &body).await })
+    };
+    // The first upload is fetching: it holds the only slot.
+    tokio::time::timeout(Duration::from_secs(5), arrivals.recv())
+        .await
+        .expect("the first upload reached the URL server");
+
+    let started = Instant::now();
+    let refused = client
+        .post(
+            "/api/v2/images/",
+            &json!({"upload": {"file": "AA=="}, "site_id": 1}),
+        )
+        .await
+        .expect("second upload");
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "it waited for a slot first"
+    );
+    assert_eq!(refused.headers["retry-after"], "2");
+    assert_eq!(
+        refused.body,
+        json!({"error": "The server is processing as many image uploads as it allows (1); retry in a moment."})
+    );
+    // Other requests are not bounded by upload slots.
+    assert_eq!(
+        client.get("/api/v2/images/").await.expect("list").status,
+        200
+    );
+
+    // Once the first upload ends, its slot serves the next one.
+    release.notify_waiters();
+    let first = holder.await.expect("task").expect("first upload");
+    assert_eq!(first.status, 400, "{}", first.body);
+    assert!(first.body["external_url"][0]
+        .as_str()
+        .is_some_and(|m| m.contains("404")));
+    let next = client
+        .post(
+            "/api/v2/images/",
+            &json!({"upload": {"file": "AA=="}, "site_id": 1}),
+        )
+        .await
+        .expect("third upload");
+    assert_eq!(next.status, 400, "{}", next.body);
+}
+
+/// On a runtime with one worker, a write stuck behind another process's SQLite write lock
+/// (as `sitehost keys` may hold it) must not stop other requests from being served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_write_waiting_on_sqlite_does_not_stall_other_requests() {
+    let server = Server::start().await;
+    let key = server.key("agency").await;
+    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    create(&client, json!({"business_name": "First"})).await;
+
+    let blocker =
+        rusqlite::Connection::open(server.dir.path().join("sitehost.db")).expect("open db");
+    blocker
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("take the write lock");
+    let writing = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .post("/api/v2/businesses/", &json!({"business_name": "Second"}))
+                .await
+        })
+    };
+    // This test's body runs outside the runtime's worker, so blocking it here is fine and
+    // does not depend on the worker being free.
+    std::thread::sleep(Duration::from_millis(500));
+    let reading = {
+        let client = client.clone();
+        tokio::spawn(async move { client.get("/api/v2/businesses/").await })
+    };
+    let started = Instant::now();
+    while !reading.is_finished() && started.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let read_while_write_waited = reading.is_finished() && !writing.is_finished();
+    blocker
+        .execute_batch("COMMIT")
+        .expect("release the write lock");
+
+    let read = reading.await.expect("task").expect("list");
+    let written = writing.await.expect("task").expect("create");
+    assert!(
+        read_while_write_waited,
+        "the list waited for the blocked write (it took {:?})",
+        started.elapsed()
+    );
+    assert_eq!(read.status, 200);
+    assert_eq!(read.body["meta"]["total_count"], 1);
+    assert_eq!(written.status, 201, "{}", written.body);
+}
+
+#[tokio::test]
+async fn business_names_refuse_format_characters_and_are_stored_nfc() {
+    let server = Server::start().await;
+    let client = server.client("agency", None).await;
+    for (c, code) in [
+        ("\u{202E}", "U+202E"),
+        ("\u{2067}", "U+2067"),
+        ("\u{200B}", "U+200B"),
+        ("\u{FEFF}", "U+FEFF"),
+    ] {
+        let reply = client
+            .post(
+                "/api/v2/businesses/",
+                &json!({"business_name": format!("Harbour{c}Cafe")}),
+            )
+            .await
+            .expect("create");
+        assert_eq!(reply.status, 400, "{code}: {}", reply.body);
+        assert_eq!(
+            reply.body,
+            json!({"business_name": [format!("Must not contain invisible formatting characters (found {code}).")]})
+        );
+    }
+    let reply = client
+        .post(
+            "/api/v2/businesses/",
+            &json!({"business_name": "Harbour Cafe", "partner_sub_id": "north\u{200D}"}),
+        )
+        .await
+        .expect("create");
+    assert_eq!(reply.status, 400);
+    assert!(reply.body.get("partner_sub_id").is_some(), "{}", reply.body);
+
+    // Decomposed input ("e" + COMBINING ACUTE ACCENT) is stored composed.
+    let made = create(&client, json!({"business_name": "Cafe\u{301} Ole\u{301}"})).await;
+    assert_eq!(made["business_name"], "Caf\u{E9} Ol\u{E9}");
+    let id = made["id"].as_i64().expect("id");
+    let path = format!("/api/v2/businesses/{id}/");
+    let refused = client
+        .put(&path, &json!({"business_name": "Evil\u{202E}gpj.exe"}))
+        .await
+        .expect("put");
+    assert_eq!(refused.status, 400);
+    assert!(refused.body["business_name"][0]
+        .as_str()
+        .is_some_and(|m| m.contains("U+202E")));
+    let renamed = client
+        .put(&path, &json!({"business_name": "Cre\u{300}me"}))
+        .await
+        .expect("put");
+    assert_eq!(renamed.status, 200, "{}", renamed.body);
+    assert_eq!(renamed.body["business_name"], "Cr\u{E8}me");
+    let got = client.get(&path).await.expect("get");
+    assert_eq!(got.body["business_name"], "Cr\u{E8}me");
+}
+
+#[tokio::test]
+async fn conflicting_duplicate_query_parameters_are_400_on_every_list() {
+    let server = Server::start().await;
+    let client = server.client("agency", None).await;
+    create(&client, json!({"business_name": "A"})).await;
+    for (path, name) in [
+        ("/api/v2/businesses/?deleted=0&deleted=1", "deleted"),
+        (
+            "/api/v2/businesses/?order_by=id&order_by=-business_name",
+            "order_by",
+        ),
+        (
+            "/api/v2/businesses/?partner_sub_id=a&limit=5&partner_sub_id=b",
+            "partner_sub_id",
+        ),
+        ("/api/v2/businesses/?limit=1&limit=2", "limit"),
+        ("/api/v2/images/?site_id=1&site_id=2", "site_id"),
+        ("/api/v2/images/?order_by=-id&order_by=id", "order_by"),
+        ("/api/v2/images/?offset=0&offset=20", "offset"),
+    ] {
+        let reply = client.get(path).await.expect("list");
+        assert_eq!(reply.status, 400, "{path}: {}", reply.body);
+        assert_eq!(
+            reply.body,
+            json!({name: [format!("'{name}' is given more than once with different values; send it once.")]}),
+            "{path}"
+        );
+    }
+    // The same value twice is what was meant.
+    let same = client
+        .get("/api/v2/businesses/?deleted=0&deleted=0")
+        .await
+        .expect("list");
+    assert_eq!(same.status, 200, "{}", same.body);
+    assert_eq!(same.body["meta"]["total_count"], 1);
+    // A repeated oauth parameter is still authentication's 401.
+    let reply = client
+        .get("/api/v2/businesses/?oauth_nonce=another")
+        .await
+        .expect("list");
+    assert_eq!(reply.status, 401, "{}", reply.body);
+    assert!(reply.body["error"]
+        .as_str()
+        .is_some_and(|m| m.contains("more than one oauth_nonce")));
+}
+
+/// Collects what a `tracing` subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(captured.clone())
+        .finish();
+    // Process-wide: a per-thread subscriber loses events to the callsite interest other
+    // tests' threads cache meanwhile. Lines are told apart by key and path below.
+    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+    let server = Server::start().await;
+    let key = server.key("agency").await;
+    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    create(&client, json!({"business_name": "Logged"})).await;
+    let forged = PartnerClient::new(&server.base, &key.key, "not-the-secret");
+    let forged_path = "/api/v2/businesses/987654321/";
+    assert_eq!(
+        forged
+            .put(forged_path, &json!({"deleted": true}))
+            .await
+            .expect("put")
+            .status,
+        401
+    );
+
+    let text =
+        String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    let requests: Vec<Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|line| line["fields"].clone())
+        .filter(|fields| fields["message"] == "request")
+        .collect();
+    let created = requests
+        .iter()
+        .find(|f| f["method"] == "POST" && f["key"] == key.key.as_str())
+        .unwrap_or_else(|| panic!("no request line for the create in {text}"));
+    assert_eq!(created["status"], 201);
+    assert_eq!(created["path"], "/api/v2/businesses/");
+    assert_eq!(created["account_id"], key.account_id);
+    assert_eq!(created["user_id"], key.user_id);
+    // Unauthenticated: logged without a key or account.
+    let refused = requests
+        .iter()
+        .find(|f| f["path"] == forged_path)
+        .unwrap_or_else(|| panic!("no request line for the forged update in {text}"));
+    assert_eq!(refused["status"], 401);
+    assert!(refused.get("key").is_none() && refused.get("account_id").is_none());
+    assert!(!text.contains(&key.secret), "the secret reached the logs");
+    assert!(
+        !text.contains("oauth_signature"),
+        "a signature reached the logs"
+    );
 }

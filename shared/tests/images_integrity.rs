@@ -29,7 +29,10 @@ use sitehost::image::{variant_path, Image, ImageQuery, NewImage, VARIANTS};
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{FileStore, SharedFiles};
 use sitehost::store::s3::S3Files;
-use sitehost::store::{BusinessStore, ImageStore, KeyStore, Page, SharedStore, Stores};
+use sitehost::store::{
+    BudgetDecision, BudgetKind, BudgetStore, BusinessStore, ImageStore, KeyStore, Page,
+    SharedStore, Stores,
+};
 use support::media::{b64, png};
 
 async fn key(store: &SharedStore, account: &Account, sub: Option<&str>) -> ApiKey {
@@ -282,6 +285,19 @@ impl KeyStore for FaultyImages {
     }
     async fn prepare_nonce_memory(&self) -> Result<()> {
         self.inner.prepare_nonce_memory().await
+    }
+}
+
+#[async_trait]
+impl BudgetStore for FaultyImages {
+    async fn consume_budget(
+        &self,
+        key: &str,
+        kind: BudgetKind,
+        limit: u64,
+        now: i64,
+    ) -> Result<BudgetDecision> {
+        self.inner.consume_budget(key, kind, limit, now).await
     }
 }
 

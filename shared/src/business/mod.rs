@@ -261,7 +261,8 @@ fn parse_name(fields: &mut FieldErrors, value: &Value) -> Option<String> {
         fields.add("business_name", "Must be a string.");
         return None;
     };
-    let name = raw.trim();
+    // Normalised before any check, so length, slug and sort key see what is stored.
+    let name = validate::nfc(raw.trim());
     if name.is_empty() {
         fields.add("business_name", "This field may not be blank.");
         return None;
@@ -277,7 +278,11 @@ fn parse_name(fields: &mut FieldErrors, value: &Value) -> Option<String> {
         fields.add("business_name", "Must not contain control characters.");
         return None;
     }
-    Some(name.to_string())
+    if let Some(c) = validate::format_char(&name) {
+        fields.add("business_name", validate::format_char_message(c));
+        return None;
+    }
+    Some(name)
 }
 
 /// The sub id a body asks for, checked against the key's restriction.
@@ -495,6 +500,47 @@ mod tests {
             &caller()
         )
         .is_ok());
+    }
+
+    #[test]
+    fn names_refuse_format_characters_on_create_and_update() {
+        for c in ['\u{202E}', '\u{2066}', '\u{200B}', '\u{200F}', '\u{FEFF}'] {
+            let name = format!("Harbour{c} Cafe");
+            let create = NewBusiness::from_json(&body(json!({"business_name": name})), &caller());
+            let update =
+                BusinessPatch::from_json(&body(json!({"business_name": name})), 1, &caller());
+            let expected = format!(
+                "Must not contain invisible formatting characters (found U+{:04X}).",
+                u32::from(c)
+            );
+            for result in [create.map(|_| ()), update.map(|_| ())] {
+                match result {
+                    Err(ApiError::Validation(m)) => {
+                        assert_eq!(m.get("business_name"), Some(&vec![expected.clone()]))
+                    }
+                    other => panic!("{c:?}: expected a 400 on business_name, got {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_stored_nfc_normalised() {
+        let decomposed = "Cafe\u{301} Ole\u{301}";
+        let new = NewBusiness::from_json(&body(json!({"business_name": decomposed})), &caller());
+        assert_eq!(
+            new.map(|b| b.business_name).ok().as_deref(),
+            Some("Caf\u{E9} Ol\u{E9}")
+        );
+        let patch =
+            BusinessPatch::from_json(&body(json!({"business_name": decomposed})), 1, &caller());
+        assert_eq!(
+            patch.ok().and_then(|p| p.business_name).as_deref(),
+            Some("Caf\u{E9} Ol\u{E9}")
+        );
+        // 255 characters once composed pass, though 510 code points were sent.
+        let long = "e\u{301}".repeat(255);
+        assert!(NewBusiness::from_json(&body(json!({"business_name": long})), &caller()).is_ok());
     }
 
     #[test]

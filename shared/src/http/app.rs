@@ -56,7 +56,9 @@ impl App {
 
     async fn respond(&self, req: ApiRequest, only: Option<Operation>) -> ApiResponse {
         let started = Instant::now();
-        let result = self.dispatch(&req, only).await;
+        // Set once the signature checks out, so the log line says who made the request.
+        let mut authenticated = None;
+        let result = self.dispatch(&req, only, &mut authenticated).await;
         let response = match result {
             Ok(response) => response,
             Err(err) => {
@@ -72,17 +74,28 @@ impl App {
                 }
             }
         };
+        // The key is the public half (never the secret, never the signature): with the
+        // account and user it attributes every change to whoever made it.
+        let who = authenticated.as_ref();
         tracing::info!(
             method = %req.method,
             path = %req.path,
             status = response.status.as_u16(),
             micros = started.elapsed().as_micros() as u64,
+            key = who.map(|a| a.key.as_str()),
+            account_id = who.map(|a| a.caller.account_id),
+            user_id = who.map(|a| a.caller.user_id),
             "request"
         );
         response
     }
 
-    async fn dispatch(&self, req: &ApiRequest, only: Option<Operation>) -> Result<ApiResponse> {
+    async fn dispatch(
+        &self,
+        req: &ApiRequest,
+        only: Option<Operation>,
+        authenticated: &mut Option<Authenticated>,
+    ) -> Result<ApiResponse> {
         let route = route(&req.method, &req.path)?;
         if only.is_some_and(|op| op != route.operation) {
             return Err(ApiError::NotFound(format!("no resource at {}", req.path)));
@@ -112,6 +125,7 @@ impl App {
             &signed_params,
         )
         .await?;
+        *authenticated = Some(auth.clone());
         // The budget is drawn alongside the nonce: a write runs once both have answered, a
         // read once the budget admits it. A request over budget costs its authentication,
         // nonce and budget draw, and nothing else (a list may read thousands of items).
@@ -175,7 +189,7 @@ impl App {
                         "This key is over its budget of {limit} {what} a minute; retry after \
                          {retry_after} seconds."
                     ),
-                    retry_after,
+                    retry_after_secs: retry_after,
                 });
             }
         }

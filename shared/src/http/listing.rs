@@ -1,6 +1,8 @@
 //! The list envelope: `limit`/`offset` parsing and `meta` with `next`/`previous` links that
 //! keep the request's filters and order.
 
+use std::collections::{BTreeSet, HashMap};
+
 use serde_json::{json, Value};
 
 use crate::error::{FieldErrors, Result};
@@ -24,8 +26,38 @@ fn parse_count(fields: &mut FieldErrors, name: &str, value: &str) -> Option<u64>
     }
 }
 
+/// Refuses a parameter given twice with different values (`deleted=0&deleted=1`): which
+/// one wins is a guess, and a client that sent both meant something we cannot know. The
+/// same value repeated passes. `oauth_*` parameters are authentication's (a repeated one
+/// is its 401).
+pub fn reject_conflicting_duplicates(params: &[(String, String)]) -> Result<()> {
+    // Linear in the number of parameters: a long query string costs no more than reading it.
+    let mut first_values: HashMap<&str, &str> = HashMap::with_capacity(params.len());
+    let mut conflicting: BTreeSet<&str> = BTreeSet::new();
+    for (name, value) in params {
+        if name.starts_with("oauth_") {
+            continue;
+        }
+        let first = first_values.entry(name).or_insert(value);
+        if *first != value.as_str() {
+            conflicting.insert(name);
+        }
+    }
+    let mut fields = FieldErrors::default();
+    for name in conflicting {
+        fields.add(
+            name,
+            format!("'{name}' is given more than once with different values; send it once."),
+        );
+    }
+    fields.into_result()
+}
+
 impl Paging {
+    /// `limit` and `offset`. Every list parses its query here first, so this is also where
+    /// conflicting duplicate parameters are refused.
     pub fn parse(params: &[(String, String)]) -> Result<Paging> {
+        reject_conflicting_duplicates(params)?;
         let mut fields = FieldErrors::default();
         let mut paging = Paging {
             limit: DEFAULT_LIMIT,
@@ -139,6 +171,34 @@ mod tests {
             assert!(Paging::parse(&p(&[("limit", bad)])).is_err(), "{bad}");
             assert!(Paging::parse(&p(&[("offset", bad)])).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn conflicting_duplicates_are_refused_naming_the_parameter() {
+        for (query, field) in [
+            (p(&[("deleted", "0"), ("deleted", "1")]), "deleted"),
+            (p(&[("limit", "5"), ("x", "1"), ("limit", "6")]), "limit"),
+            (
+                p(&[("order_by", "id"), ("order_by", "id"), ("order_by", "-id")]),
+                "order_by",
+            ),
+        ] {
+            match Paging::parse(&query) {
+                Err(crate::error::ApiError::Validation(m)) => {
+                    assert_eq!(m.len(), 1, "{m:?}");
+                    assert_eq!(
+                        m.get(field),
+                        Some(&vec![format!(
+                            "'{field}' is given more than once with different values; send it once."
+                        )])
+                    );
+                }
+                other => panic!("{query:?}: expected a 400, got {other:?}"),
+            }
+        }
+        // The same value twice, distinct names, and oauth parameters pass here.
+        assert!(Paging::parse(&p(&[("deleted", "1"), ("deleted", "1"), ("limit", "2")])).is_ok());
+        assert!(Paging::parse(&p(&[("oauth_nonce", "a"), ("oauth_nonce", "b")])).is_ok());
     }
 
     #[test]

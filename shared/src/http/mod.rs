@@ -70,9 +70,12 @@ impl ApiResponse {
             ApiError::Unauthorized(_) => {
                 response.with_header("www-authenticate", "OAuth realm=\"sitehost\"")
             }
-            ApiError::TooManyRequests { retry_after, .. } => {
-                response.with_header("retry-after", retry_after.to_string())
+            ApiError::TooManyRequests {
+                retry_after_secs, ..
             }
+            | ApiError::Unavailable {
+                retry_after_secs, ..
+            } => response.with_header("retry-after", retry_after_secs.to_string()),
             _ => response,
         }
     }

@@ -1,20 +1,108 @@
 //! The local HTTP server of `sitehost serve`: hyper in front of the same `App` the Lambda
-//! functions use.
+//! functions use, with the limits a server facing slow and heavy clients needs (on Lambda,
+//! API Gateway sets them): a deadline for the request head and one for the body, and a
+//! bound on image uploads processed at once.
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::error::ApiError;
-use crate::http::{ApiRequest, ApiResponse, App};
+use crate::error::{ApiError, Result};
+use crate::http::{route, ApiRequest, ApiResponse, App, Operation};
+
+const ENV_HEADER_TIMEOUT: &str = "SITEHOST_HEADER_TIMEOUT_SECS";
+const ENV_BODY_TIMEOUT: &str = "SITEHOST_BODY_TIMEOUT_SECS";
+const ENV_MAX_UPLOADS: &str = "SITEHOST_MAX_UPLOADS";
+const ENV_UPLOAD_WAIT: &str = "SITEHOST_UPLOAD_WAIT_SECS";
+/// What a refused upload is told to wait before trying again.
+const UPLOAD_RETRY_AFTER_SECS: u64 = 2;
+
+/// How much a client may cost the server: how long it may take to send a request, and how
+/// many image uploads (each decodes up to `SITEHOST_MAX_PIXELS` pixels) run at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerLimits {
+    /// From a connection's first read (or the end of the previous response, for an idle
+    /// keep-alive connection) to the end of the request head. hyper closes the connection
+    /// (with a 408 when it can) when it passes.
+    pub header_timeout: Duration,
+    /// To read a whole request body, once the head is in: 408 and the connection closed.
+    pub body_timeout: Duration,
+    /// Image uploads processed at once; more wait for a slot.
+    pub max_uploads: usize,
+    /// How long an upload waits for a slot before it gets 503 with `Retry-After`.
+    pub upload_wait: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(60),
+            // The pipeline is CPU-bound: more at once than cores only adds memory.
+            max_uploads: std::thread::available_parallelism().map_or(2, usize::from),
+            upload_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A positive whole number from the environment, or `default` when unset.
+fn positive_setting(name: &str, default: u64) -> Result<u64> {
+    match std::env::var(name) {
+        Ok(raw) if !raw.trim().is_empty() => match raw.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(ApiError::internal(format!(
+                "{name} must be a positive whole number, not {raw:?}"
+            ))),
+        },
+        _ => Ok(default),
+    }
+}
+
+impl ServerLimits {
+    /// Reads `SITEHOST_HEADER_TIMEOUT_SECS`, `SITEHOST_BODY_TIMEOUT_SECS`,
+    /// `SITEHOST_MAX_UPLOADS` and `SITEHOST_UPLOAD_WAIT_SECS`; a malformed value fails the
+    /// start.
+    pub fn from_env() -> Result<Self> {
+        let defaults = ServerLimits::default();
+        Ok(ServerLimits {
+            header_timeout: Duration::from_secs(positive_setting(
+                ENV_HEADER_TIMEOUT,
+                defaults.header_timeout.as_secs(),
+            )?),
+            body_timeout: Duration::from_secs(positive_setting(
+                ENV_BODY_TIMEOUT,
+                defaults.body_timeout.as_secs(),
+            )?),
+            max_uploads: usize::try_from(positive_setting(
+                ENV_MAX_UPLOADS,
+                defaults.max_uploads as u64,
+            )?)
+            .unwrap_or(usize::MAX)
+            .min(Semaphore::MAX_PERMITS),
+            upload_wait: Duration::from_secs(positive_setting(
+                ENV_UPLOAD_WAIT,
+                defaults.upload_wait.as_secs(),
+            )?),
+        })
+    }
+}
+
+/// What every connection shares: the app, the limits and the upload slots.
+struct Shared {
+    app: Arc<App>,
+    limits: ServerLimits,
+    upload_slots: Arc<Semaphore>,
+}
 
 /// A stored file, when `sitehost serve` is the frontend host: `GET /img/upload/x.jpg`.
 async fn serve_file(app: &App, method: &http::Method, path: &str) -> Option<ApiResponse> {
@@ -45,18 +133,41 @@ async fn serve_file(app: &App, method: &http::Method, path: &str) -> Option<ApiR
     })
 }
 
-async fn serve_one(app: &App, req: Request<Incoming>) -> ApiResponse {
+/// A slot for an image upload, waiting at most `upload_wait` for one.
+async fn upload_slot(shared: &Shared) -> Result<OwnedSemaphorePermit> {
+    let waiting = Arc::clone(&shared.upload_slots).acquire_owned();
+    match tokio::time::timeout(shared.limits.upload_wait, waiting).await {
+        Ok(Ok(permit)) => Ok(permit),
+        // Timed out (or the semaphore was closed, which this server never does).
+        _ => {
+            tracing::warn!(
+                max_uploads = shared.limits.max_uploads,
+                "image upload refused: every upload slot stayed busy"
+            );
+            Err(ApiError::Unavailable {
+                message: format!(
+                    "The server is processing as many image uploads as it allows ({}); \
+                     retry in a moment.",
+                    shared.limits.max_uploads
+                ),
+                retry_after_secs: UPLOAD_RETRY_AFTER_SECS,
+            })
+        }
+    }
+}
+
+async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
+    let app = &shared.app;
     if let Some(response) = serve_file(app, req.method(), req.uri().path()).await {
         return response;
     }
     let (parts, body) = req.into_parts();
-    // Read at most one byte past the limit, so a huge body is refused without buffering it.
-    let body = match Limited::new(body, app.config.max_body_bytes)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(err)
+    // Read at most one byte past the limit, so a huge body is refused without buffering
+    // it, and within the body deadline, so a trickling one cannot hold the connection.
+    let reading = Limited::new(body, app.config.max_body_bytes).collect();
+    let body = match tokio::time::timeout(shared.limits.body_timeout, reading).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(err))
             if err
                 .downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
@@ -66,9 +177,32 @@ async fn serve_one(app: &App, req: Request<Incoming>) -> ApiResponse {
                 app.config.max_body_bytes
             )));
         }
-        Err(_) => {
+        Ok(Err(_)) => {
             return ApiResponse::error(&ApiError::invalid("The request body could not be read."))
         }
+        Err(_) => {
+            tracing::warn!(
+                method = %parts.method,
+                path = %parts.uri.path(),
+                "request body not received in time"
+            );
+            return ApiResponse::error(&ApiError::RequestTimeout(format!(
+                "The request body was not received within {} s.",
+                shared.limits.body_timeout.as_secs_f64()
+            )));
+        }
+    };
+    // Held until the response is made. Taken after the body is in, so only requests that
+    // arrived whole queue for a slot (a slow client holds none).
+    let _upload_slot = if route(&parts.method, parts.uri.path())
+        .is_ok_and(|r| r.operation == Operation::ImageUpload)
+    {
+        match upload_slot(shared).await {
+            Ok(permit) => Some(permit),
+            Err(err) => return ApiResponse::error(&err),
+        }
+    } else {
+        None
     };
     let req = ApiRequest {
         method: parts.method,
@@ -88,7 +222,10 @@ fn to_hyper(response: ApiResponse) -> Response<Full<Bytes>> {
             out.headers_mut().append(name, value);
         }
     }
-    if out.status() == StatusCode::PAYLOAD_TOO_LARGE {
+    if matches!(
+        out.status(),
+        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
+    ) {
         // The unread rest of the body makes the connection unusable.
         out.headers_mut().insert(
             http::header::CONNECTION,
@@ -98,12 +235,34 @@ fn to_hyper(response: ApiResponse) -> Response<Full<Bytes>> {
     out
 }
 
-/// Accepts connections until `shutdown` completes.
+/// Accepts connections until `shutdown` completes, with the default [`ServerLimits`].
 pub async fn serve(
     app: Arc<App>,
     listener: TcpListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    serve_with_limits(app, listener, ServerLimits::default(), shutdown).await
+}
+
+/// Accepts connections until `shutdown` completes.
+pub async fn serve_with_limits(
+    app: Arc<App>,
+    listener: TcpListener,
+    limits: ServerLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    // HTTP/1.1 only (the API's clients and API Gateway's contract). hyper enforces the
+    // header deadline itself, given a timer.
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let builder = Arc::new(builder);
+    let shared = Arc::new(Shared {
+        app,
+        upload_slots: Arc::new(Semaphore::new(limits.max_uploads.max(1))),
+        limits,
+    });
     tokio::pin!(shutdown);
     loop {
         let (stream, _) = tokio::select! {
@@ -117,13 +276,14 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let app = Arc::clone(&app);
+        let shared = Arc::clone(&shared);
+        let builder = Arc::clone(&builder);
         tokio::spawn(async move {
             let service = service_fn(move |req| {
-                let app = Arc::clone(&app);
-                async move { Ok::<_, Infallible>(to_hyper(serve_one(&app, req).await)) }
+                let shared = Arc::clone(&shared);
+                async move { Ok::<_, Infallible>(to_hyper(serve_one(&shared, req).await)) }
             });
-            if let Err(err) = Builder::new(TokioExecutor::new())
+            if let Err(err) = builder
                 .serve_connection(TokioIo::new(stream), service)
                 .await
             {

@@ -143,15 +143,17 @@ impl SqliteStore {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
-        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
-        // Take the first free reader, else wait for the one whose turn it is.
-        for i in 0..self.readers.len() {
-            if let Ok(conn) = self.readers[(start + i) % self.readers.len()].try_lock() {
-                return f(&conn).map_err(db_error);
+        off_the_runtime(|| {
+            let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+            // Take the first free reader, else wait for the one whose turn it is.
+            for i in 0..self.readers.len() {
+                if let Ok(conn) = self.readers[(start + i) % self.readers.len()].try_lock() {
+                    return f(&conn).map_err(db_error);
+                }
             }
-        }
-        let conn = lock(&self.readers[start % self.readers.len()]);
-        f(&conn).map_err(db_error)
+            let conn = lock(&self.readers[start % self.readers.len()]);
+            f(&conn).map_err(db_error)
+        })
     }
 
     async fn nonce_recorder(&self) -> Result<&nonces::NonceRecorder> {
@@ -161,13 +163,40 @@ impl SqliteStore {
     }
 
     fn write<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
-        let mut conn = lock(&self.writer);
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(db_error)?;
-        let value = f(&tx)?;
-        tx.commit().map_err(db_error)?;
-        Ok(value)
+        off_the_runtime(|| {
+            let mut conn = lock(&self.writer);
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(db_error)?;
+            let value = f(&tx)?;
+            tx.commit().map_err(db_error)?;
+            Ok(value)
+        })
+    }
+}
+
+/// Runs SQLite work (every `read` and `write`) without holding up the async runtime.
+///
+/// SQLite calls block: a commit syncs the WAL, a write waits up to the busy timeout (5 s)
+/// while `sitehost keys` in another process holds the write lock, a read may wait for a
+/// free connection or for the disk. Run inline on a worker, that stalls every connection
+/// scheduled there (on two cores, the whole server). On the multi-thread runtime of
+/// `sitehost serve`, `block_in_place` first hands the worker's queue to another thread,
+/// so other requests go on while this one waits.
+///
+/// Chosen over `spawn_blocking` or a dedicated pool: those need `'static` closures, so
+/// every call site would copy its arguments and the connection pool would move behind an
+/// `Arc`; this is one wrapper around the existing connection use, and a call that does not
+/// block long gets its worker back at once. The current-thread runtimes (unit tests, the
+/// one-shot `sitehost keys` commands) have no other worker to hand over to, and nothing
+/// else to stall, so they run the work inline.
+fn off_the_runtime<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
     }
 }
 

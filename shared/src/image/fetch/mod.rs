@@ -11,6 +11,8 @@
 //! - Redirects are followed by hand (reqwest's policy is `none`), so every hop goes
 //!   through the same scheme, allowlist and address checks.
 //! - No proxy is used (a proxy would resolve the name itself).
+//! - Only ports 80 and 443: a public host's other ports are its administration and
+//!   internal services (SSH banners, Redis, metrics), not where images are served.
 
 mod ip;
 
@@ -33,6 +35,10 @@ const FIELD: &str = "external_url";
 const ENV_ALLOW_HOSTS: &str = "SITEHOST_FETCH_ALLOW_HOSTS";
 const ENV_MAX_BYTES: &str = "SITEHOST_FETCH_MAX_BYTES";
 const DEFAULT_MAX_BYTES: u64 = 25 * 1024 * 1024;
+/// The ports a non-allowlisted URL (and every redirect) may name, explicitly or by scheme.
+pub const ALLOWED_PORTS: [u16; 2] = [80, 443];
+/// Set by the Lambda runtime in every function's environment.
+const ENV_LAMBDA_FUNCTION: &str = "AWS_LAMBDA_FUNCTION_NAME";
 
 /// Limits and the test-only allowlist. Build once per cold start with [`FetchConfig::from_env`].
 #[derive(Debug, Clone)]
@@ -65,11 +71,16 @@ impl FetchConfig {
     /// Reads `SITEHOST_FETCH_ALLOW_HOSTS` (comma-separated, default empty) and
     /// `SITEHOST_FETCH_MAX_BYTES` (default 25 MiB). A malformed value is our own
     /// misconfiguration, so it fails the cold start rather than being ignored.
+    ///
+    /// On Lambda (`AWS_LAMBDA_FUNCTION_NAME` set) a non-empty allowlist is refused: the
+    /// function fails its cold start instead of serving with the address check off.
     pub fn from_env() -> Result<Self> {
-        Self::from_values(
+        let config = Self::from_values(
             std::env::var(ENV_ALLOW_HOSTS).ok().as_deref(),
             std::env::var(ENV_MAX_BYTES).ok().as_deref(),
-        )
+        )?;
+        refuse_allowlist_on_lambda(&config, std::env::var(ENV_LAMBDA_FUNCTION).ok().as_deref())?;
+        Ok(config)
     }
 
     /// [`FetchConfig::from_env`] without the environment, for tests.
@@ -99,6 +110,27 @@ impl FetchConfig {
             .iter()
             .any(|entry| entry == host || entry == bare || *entry == with_port)
     }
+}
+
+/// The allowlist turns the address check off for its hosts; it exists for tests against
+/// local servers and must never reach a deployment. `lambda_function` is the value of
+/// `AWS_LAMBDA_FUNCTION_NAME`.
+fn refuse_allowlist_on_lambda(config: &FetchConfig, lambda_function: Option<&str>) -> Result<()> {
+    let Some(function) = lambda_function.filter(|name| !name.trim().is_empty()) else {
+        return Ok(());
+    };
+    if config.allow_hosts.is_empty() {
+        return Ok(());
+    }
+    tracing::error!(
+        function,
+        allow_hosts = ?config.allow_hosts,
+        "{ENV_ALLOW_HOSTS} is set on Lambda; refusing to start (it disables the fetch address check and is for local testing only)"
+    );
+    Err(ApiError::internal(format!(
+        "{ENV_ALLOW_HOSTS} is for local testing only and must not be set on Lambda \
+         (function {function}); remove it from the function's environment"
+    )))
 }
 
 fn parse_allow_hosts(list: &str) -> Result<Vec<String>> {
@@ -254,6 +286,14 @@ impl Fetcher {
             .ok();
         if let Some(ip) = literal {
             check_ip(ip).map_err(|reason| blocked(host, reason))?;
+        }
+        if !ALLOWED_PORTS.contains(&port) {
+            return Err(ApiError::field(
+                FIELD,
+                format!(
+                    "The URL's port {port} is not allowed; only ports 80 and 443 can be fetched."
+                ),
+            ));
         }
         Ok(&self.strict)
     }

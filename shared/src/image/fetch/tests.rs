@@ -394,18 +394,14 @@ async fn loopback_literals_are_refused_without_the_allowlist() {
 
 #[tokio::test]
 async fn a_name_resolving_to_loopback_is_refused() {
-    let (addr, hits) = counting_ok_server().await;
+    // Port 80 (a name is vetted at resolution, after the port check): were the check
+    // missing, the fetch would fail to connect instead, with another message.
     let fetcher = Fetcher::new(config(&[])).expect("fetcher");
-    let msg = message_400(
-        fetcher
-            .fetch(&format!("http://localhost:{}/", addr.port()))
-            .await,
-    );
+    let msg = message_400(fetcher.fetch("http://localhost/").await);
     assert!(
         msg.contains("host localhost is not allowed (loopback)"),
         "{msg}"
     );
-    assert_eq!(hits.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
@@ -439,7 +435,8 @@ async fn redirects_from_an_allowlisted_server_to_private_targets_are_refused() {
     let addr = serve(move |path, stream| async move {
         let location = match path.as_str() {
             "/to-other-port" => format!("http://127.0.0.1:{}/", other.port()),
-            "/to-localhost" => format!("http://localhost:{}/", other.port()),
+            // Port 80: a name is vetted at resolution, after the port check.
+            "/to-localhost" => "http://localhost/".to_string(),
             "/to-mapped" => format!("http://[::ffff:127.0.0.1]:{}/", other.port()),
             "/to-file" => "file:///etc/passwd".to_string(),
             _ => "/".to_string(),
@@ -536,6 +533,85 @@ fn config_from_values_reads_the_allowlist_and_cap() {
     }
     let err = FetchConfig::from_values(Some("http://localhost:9000"), None).expect_err("url");
     assert_eq!(err.status(), 500);
+}
+
+/// Ports other than 80 and 443 are refused before any lookup or connection, for the first
+/// URL and for every redirect; an allowlisted `host:port` (local tests) is exempt.
+#[tokio::test]
+async fn only_ports_80_and_443_are_fetched() {
+    let fetcher = Fetcher::new(config(&[])).expect("fetcher");
+    for url in [
+        "http://example.com:8080/a.png",
+        "https://example.com:8443/a.png",
+        "http://93.184.216.34:22/",
+        "https://[2606:2800:220:1:248:1893:25c8:1946]:6379/",
+        "http://example.com:1/",
+    ] {
+        let target = parse_url(url).expect("valid URL");
+        let port = target.port().expect("explicit port");
+        match fetcher.client_for(&target) {
+            Err(err) => {
+                let msg = message_400(Err(err));
+                assert_eq!(
+                    msg,
+                    format!("The URL's port {port} is not allowed; only ports 80 and 443 can be fetched."),
+                    "{url}"
+                );
+            }
+            Ok(_) => panic!("{url} was not refused before connecting"),
+        }
+    }
+    for url in [
+        "http://example.com/",
+        "https://example.com/",
+        "http://example.com:80/",
+        "https://example.com:443/",
+        "http://example.com:443/",
+    ] {
+        let target = parse_url(url).expect("valid URL");
+        assert!(fetcher.client_for(&target).is_ok(), "{url}");
+    }
+
+    // A redirect to another port of a public host is refused the same way.
+    let addr = serve(|_path, stream| async move {
+        respond(
+            stream,
+            "302 Found",
+            &[("Location", "http://93.184.216.34:8080/x.png")],
+            b"",
+        )
+        .await;
+    })
+    .await;
+    let msg = message_400(
+        fetcher_for(addr)
+            .fetch(&format!("http://127.0.0.1:{}/", addr.port()))
+            .await,
+    );
+    assert_eq!(
+        msg,
+        "The URL's port 8080 is not allowed; only ports 80 and 443 can be fetched."
+    );
+}
+
+#[test]
+fn the_allowlist_fails_the_cold_start_on_lambda() {
+    let allowlisted =
+        FetchConfig::from_values(Some("localhost:9000"), None).expect("allowlisted config");
+    let err = refuse_allowlist_on_lambda(&allowlisted, Some("sitehost-ImageUploadFunction"))
+        .expect_err("refused on Lambda");
+    assert_eq!(err.status(), 500);
+    let message = err.to_string();
+    assert!(
+        message.contains("SITEHOST_FETCH_ALLOW_HOSTS is for local testing only")
+            && message.contains("sitehost-ImageUploadFunction"),
+        "{message}"
+    );
+    // Off Lambda the allowlist works; on Lambda an empty allowlist is fine.
+    assert!(refuse_allowlist_on_lambda(&allowlisted, None).is_ok());
+    assert!(refuse_allowlist_on_lambda(&allowlisted, Some("")).is_ok());
+    let empty = FetchConfig::from_values(Some(" , "), None).expect("empty allowlist");
+    assert!(refuse_allowlist_on_lambda(&empty, Some("sitehost-ImageUploadFunction")).is_ok());
 }
 
 #[test]
