@@ -936,6 +936,68 @@ async fn uploads_past_the_concurrency_bound_get_503_with_retry_after() {
     assert_eq!(next.status, 400, "{}", next.body);
 }
 
+/// Waiting uploads hold their bodies, so the queue is bounded: with one slot, four may wait
+/// and the next is refused at once, not after the wait.
+#[tokio::test]
+async fn a_full_upload_queue_refuses_at_once() {
+    let (url_host, mut arrivals, release) = held_url_server().await;
+    let limits = ServerLimits {
+        max_uploads: 1,
+        upload_wait: Duration::from_secs(30),
+        ..ServerLimits::default()
+    };
+    let allowed = url_host.clone();
+    let server = Server::start_with(limits, move |config| {
+        config.fetch.allow_hosts = vec![allowed];
+    })
+    .await;
+    let key = server.key("agency").await;
+    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    let body = json!({"external_url": format!("http://{url_host}/held.png"), "site_id": 1});
+    let mut queued = Vec::new();
+    for _ in 0..5 {
+        let (client, body) = (client.clone(), body.clone());
+        queued.push(tokio::spawn(async move {
+            client.post("/api/v2/images/", &body).await
+        }));
+    }
+    tokio::time::timeout(Duration::from_secs(5), arrivals.recv())
+        .await
+        .expect("the first upload reached the URL server");
+    // Let the other four reach the queue.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let started = Instant::now();
+    let refused = client
+        .post(
+            "/api/v2/images/",
+            &json!({"upload": {"file": "AA=="}, "site_id": 1}),
+        )
+        .await
+        .expect("sixth upload");
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refused at once, not after the 30 s wait: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(refused.headers["retry-after"], "2");
+
+    // Each queued upload reaches the URL server in turn once the one before it ends
+    // (`notify_one` keeps its permit for a fetch that has not started waiting yet).
+    release.notify_one();
+    for _ in 0..4 {
+        tokio::time::timeout(Duration::from_secs(10), arrivals.recv())
+            .await
+            .expect("a queued upload reached the URL server");
+        release.notify_one();
+    }
+    for task in queued {
+        let answer = task.await.expect("task").expect("queued upload");
+        assert_eq!(answer.status, 400, "{}", answer.body);
+    }
+}
+
 /// On a runtime with one worker, a write stuck behind another process's SQLite write lock
 /// (as `sitehost keys` may hold it) must not stop other requests from being served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]

@@ -102,6 +102,8 @@ struct Shared {
     app: Arc<App>,
     limits: ServerLimits,
     upload_slots: Arc<Semaphore>,
+    /// Uploads admitted at all, running or waiting: bounds the bodies held while waiting.
+    upload_queue: Arc<Semaphore>,
 }
 
 /// A stored file, when `sitehost serve` is the frontend host: `GET /img/upload/x.jpg`.
@@ -133,13 +135,27 @@ async fn serve_file(app: &App, method: &http::Method, path: &str) -> Option<ApiR
     })
 }
 
-/// A slot for an image upload, waiting at most `upload_wait` for one.
-async fn upload_slot(shared: &Shared) -> Result<OwnedSemaphorePermit> {
+/// How many uploads may wait for a slot per slot: each waiting upload holds its body (up to
+/// the body limit) in memory, so the queue is bounded too and past it the answer is at once.
+const UPLOAD_WAITERS_PER_SLOT: usize = 4;
+
+/// A slot for an image upload, waiting at most `upload_wait` for one; refused at once when
+/// the queue is full. Both permits are held until the response is made.
+async fn upload_slot(shared: &Shared) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+    let queued = Arc::clone(&shared.upload_queue).try_acquire_owned();
     let waiting = Arc::clone(&shared.upload_slots).acquire_owned();
-    match tokio::time::timeout(shared.limits.upload_wait, waiting).await {
-        Ok(Ok(permit)) => Ok(permit),
-        // Timed out (or the semaphore was closed, which this server never does).
-        _ => {
+    let slot = match queued {
+        Ok(queued) => tokio::time::timeout(shared.limits.upload_wait, waiting)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|slot| (queued, slot)),
+        Err(_) => None,
+    };
+    match slot {
+        Some(permits) => Ok(permits),
+        // Timed out, or the queue is full (the semaphores are never closed).
+        None => {
             tracing::warn!(
                 max_uploads = shared.limits.max_uploads,
                 "image upload refused: every upload slot stayed busy"
@@ -261,6 +277,13 @@ pub async fn serve_with_limits(
     let shared = Arc::new(Shared {
         app,
         upload_slots: Arc::new(Semaphore::new(limits.max_uploads.max(1))),
+        upload_queue: Arc::new(Semaphore::new(
+            limits
+                .max_uploads
+                .max(1)
+                .saturating_mul(1 + UPLOAD_WAITERS_PER_SLOT)
+                .min(Semaphore::MAX_PERMITS),
+        )),
         limits,
     });
     tokio::pin!(shutdown);
