@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sitehost::auth::{oauth1, NewKey};
-use sitehost::client::PartnerClient;
+// The signing client, every reply checked against docs/openapi.json.
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
+use support::openapi::CheckedClient as PartnerClient;
 
 struct Server {
     base: String,
@@ -435,10 +436,9 @@ async fn authentication_failures_are_401() {
         if let Some(h) = header {
             request = request.header("authorization", h);
         }
-        let reply = request.send().await.expect("send");
-        assert_eq!(reply.status(), 401, "{what}");
-        let body: Value =
-            serde_json::from_slice(&reply.bytes().await.expect("body")).expect("json");
+        let (status, body) =
+            support::openapi::checked("GET", request.send().await.expect("send")).await;
+        assert_eq!(status, 401, "{what}");
         assert!(body["error"].is_string(), "{what}: {body}");
     }
     // A replayed nonce.
@@ -450,7 +450,7 @@ async fn authentication_failures_are_401() {
         .send()
         .await
         .expect("send");
-    assert_eq!(first.status(), 200);
+    assert_eq!(support::openapi::checked("GET", first).await.0, 200);
     let again = server
         .raw()
         .get(&url)
@@ -458,7 +458,7 @@ async fn authentication_failures_are_401() {
         .send()
         .await
         .expect("send");
-    assert_eq!(again.status(), 401);
+    assert_eq!(support::openapi::checked("GET", again).await.0, 401);
     // Query-string form works too.
     let query = sitehost::auth::oauth1::authorization_header(
         "GET",
@@ -480,7 +480,7 @@ async fn authentication_failures_are_401() {
         .send()
         .await
         .expect("send");
-    assert_eq!(reply.status(), 200);
+    assert_eq!(support::openapi::checked("GET", reply).await.0, 200);
     // A revoked key stops working at once.
     server.store.revoke_key(&key.key).await.expect("revoke");
     let revoked = server
@@ -490,7 +490,7 @@ async fn authentication_failures_are_401() {
         .send()
         .await
         .expect("send");
-    assert_eq!(revoked.status(), 401);
+    assert_eq!(support::openapi::checked("GET", revoked).await.0, 401);
     assert_eq!(
         client
             .get("/api/v2/businesses/")
@@ -524,4 +524,41 @@ async fn concurrent_creates_get_distinct_ids() {
         client.get("/api/v2/businesses/").await.expect("list").body["meta"]["total_count"],
         50
     );
+}
+
+/// The answers outside the operations (405 with `Allow`, 404 for an unknown path, 413) are
+/// the document's too, and `sitehost serve` serves the document itself, unsigned.
+#[tokio::test]
+async fn other_methods_unknown_paths_and_the_reference() {
+    let server = Server::start().await;
+    let client = server.client("agency", None).await;
+    for (method, path) in [
+        ("DELETE", "/api/v2/businesses/1/"),
+        ("PATCH", "/api/v2/businesses/"),
+        ("PUT", "/api/v2/images/2/"),
+        ("DELETE", "/api/v2/images/"),
+    ] {
+        let reply = client.send(method, path, None).await.expect("send");
+        assert_eq!(reply.status, 405, "{method} {path}");
+    }
+    for path in [
+        "/api/v2/nothing/",
+        "/api/v2/businesses/1/images/",
+        "/api/v1/",
+    ] {
+        assert_eq!(client.get(path).await.expect("get").status, 404, "{path}");
+    }
+    let big = vec![b' '; 8 * 1024 * 1024];
+    if let Ok(reply) = client.send("PUT", "/api/v2/businesses/1/", Some(big)).await {
+        assert_eq!(reply.status, 413);
+    }
+    let served = server
+        .raw()
+        .get(format!("{}/api/v2/openapi.json", server.base))
+        .send()
+        .await
+        .expect("document");
+    assert_eq!(served.status(), 200);
+    let served: Value = serde_json::from_slice(&served.bytes().await.expect("body")).expect("json");
+    assert_eq!(&served, support::openapi::document());
 }

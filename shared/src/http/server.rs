@@ -46,6 +46,10 @@ async fn serve_file(app: &App, method: &http::Method, path: &str) -> Option<ApiR
 }
 
 async fn serve_one(app: &App, req: Request<Incoming>) -> ApiResponse {
+    // The API reference (`/api/v2/openapi.json`, `/docs/`): public, so before any signing.
+    if let Some(response) = crate::http::docs::serve(req.method(), req.uri().path()) {
+        return response;
+    }
     if let Some(response) = serve_file(app, req.method(), req.uri().path()).await {
         return response;
     }
