@@ -6,8 +6,11 @@ request, so each request (retries and checks' extra requests included) gets a fr
 and timestamp and a signature over the exact URL sent.
 """
 
+import atexit
+import json
 import os
 import re
+import threading
 
 import schemathesis
 from requests_oauthlib import OAuth1
@@ -36,3 +39,28 @@ def before_call(context, case, kwargs):
     if isinstance(body, dict) and isinstance(body.get("external_url"), str):
         if _could_be_http(body["external_url"]):
             body["external_url"] = _SAFE_URL
+
+
+# The status codes each operation got, written at exit to SITEHOST_STATUS_TALLY (when set),
+# so scripts/check-openapi can tell that signed requests got through (a broken signer would
+# pass every check with 401s alone).
+_tally = {}
+_tally_lock = threading.Lock()
+
+
+@schemathesis.hook
+def after_call(context, case, response):
+    key = f"{case.method.upper()} {case.path}"
+    with _tally_lock:
+        codes = _tally.setdefault(key, {})
+        codes[response.status_code] = codes.get(response.status_code, 0) + 1
+
+
+def _write_tally():
+    path = os.environ.get("SITEHOST_STATUS_TALLY")
+    if path:
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(_tally, out, indent=1, sort_keys=True)
+
+
+atexit.register(_write_tally)
