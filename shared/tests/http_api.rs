@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sitehost::auth::{oauth1, NewKey};
-// The signing client, every reply checked against docs/openapi.json.
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
+
+// The signing client, every reply checked against docs/openapi.json.
 use support::openapi::CheckedClient as PartnerClient;
 
 struct Server {
