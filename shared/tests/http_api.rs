@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sitehost::auth::{oauth1, ApiKey, NewKey};
-use sitehost::client::PartnerClient;
 use sitehost::clock::{Clock, FixedClock, SystemClock};
 use sitehost::config::{Config, RequestBudgets};
 use sitehost::http::server::{serve_with_limits, ServerLimits};
@@ -16,6 +15,9 @@ use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+// The signing client, every reply checked against docs/openapi.json.
+use support::openapi::CheckedClient as PartnerClient;
 
 struct Server {
     base: String,
@@ -475,10 +477,9 @@ async fn authentication_failures_are_401() {
         if let Some(h) = header {
             request = request.header("authorization", h);
         }
-        let reply = request.send().await.expect("send");
-        assert_eq!(reply.status(), 401, "{what}");
-        let body: Value =
-            serde_json::from_slice(&reply.bytes().await.expect("body")).expect("json");
+        let (status, body) =
+            support::openapi::checked("GET", request.send().await.expect("send")).await;
+        assert_eq!(status, 401, "{what}");
         assert!(body["error"].is_string(), "{what}: {body}");
     }
     // A replayed nonce.
@@ -490,7 +491,7 @@ async fn authentication_failures_are_401() {
         .send()
         .await
         .expect("send");
-    assert_eq!(first.status(), 200);
+    assert_eq!(support::openapi::checked("GET", first).await.0, 200);
     let again = server
         .raw()
         .get(&url)
@@ -498,7 +499,7 @@ async fn authentication_failures_are_401() {
         .send()
         .await
         .expect("send");
-    assert_eq!(again.status(), 401);
+    assert_eq!(support::openapi::checked("GET", again).await.0, 401);
     // Query-string form works too.
     let query = sitehost::auth::oauth1::authorization_header(
         "GET",
@@ -520,7 +521,7 @@ async fn authentication_failures_are_401() {
         .send()
         .await
         .expect("send");
-    assert_eq!(reply.status(), 200);
+    assert_eq!(support::openapi::checked("GET", reply).await.0, 200);
     // A revoked key stops working at once.
     server.store.revoke_key(&key.key).await.expect("revoke");
     let revoked = server
@@ -530,7 +531,7 @@ async fn authentication_failures_are_401() {
         .send()
         .await
         .expect("send");
-    assert_eq!(revoked.status(), 401);
+    assert_eq!(support::openapi::checked("GET", revoked).await.0, 401);
     assert_eq!(
         client
             .get("/api/v2/businesses/")
@@ -1228,4 +1229,41 @@ async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
         !text.contains("oauth_signature"),
         "a signature reached the logs"
     );
+}
+
+/// The answers outside the operations (405 with `Allow`, 404 for an unknown path, 413) are
+/// the document's too, and `sitehost serve` serves the document itself, unsigned.
+#[tokio::test]
+async fn other_methods_unknown_paths_and_the_reference() {
+    let server = Server::start().await;
+    let client = server.client("agency", None).await;
+    for (method, path) in [
+        ("DELETE", "/api/v2/businesses/1/"),
+        ("PATCH", "/api/v2/businesses/"),
+        ("PUT", "/api/v2/images/2/"),
+        ("DELETE", "/api/v2/images/"),
+    ] {
+        let reply = client.send(method, path, None).await.expect("send");
+        assert_eq!(reply.status, 405, "{method} {path}");
+    }
+    for path in [
+        "/api/v2/nothing/",
+        "/api/v2/businesses/1/images/",
+        "/api/v1/",
+    ] {
+        assert_eq!(client.get(path).await.expect("get").status, 404, "{path}");
+    }
+    let big = vec![b' '; 8 * 1024 * 1024];
+    if let Ok(reply) = client.send("PUT", "/api/v2/businesses/1/", Some(big)).await {
+        assert_eq!(reply.status, 413);
+    }
+    let served = server
+        .raw()
+        .get(format!("{}/api/v2/openapi.json", server.base))
+        .send()
+        .await
+        .expect("document");
+    assert_eq!(served.status(), 200);
+    let served: Value = serde_json::from_slice(&served.bytes().await.expect("body")).expect("json");
+    assert_eq!(&served, support::openapi::document());
 }

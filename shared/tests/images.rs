@@ -10,13 +10,15 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sitehost::auth::{Caller, NewKey};
-use sitehost::client::PartnerClient;
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::error::ApiError;
 use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
 use support::media::{b64, file_server as image_server, jpeg, png, FailingFiles};
+
+// The signing client, every reply checked against docs/openapi.json.
+use support::openapi::CheckedClient as PartnerClient;
 
 struct Server {
     base: String,

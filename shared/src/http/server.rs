@@ -174,6 +174,10 @@ async fn upload_slot(shared: &Shared) -> Result<(OwnedSemaphorePermit, OwnedSema
 
 async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
     let app = &shared.app;
+    // The API reference (`/api/v2/openapi.json`, `/docs/`): public, so before any signing.
+    if let Some(response) = crate::http::docs::serve(req.method(), req.uri().path()) {
+        return response;
+    }
     if let Some(response) = serve_file(app, req.method(), req.uri().path()).await {
         return response;
     }

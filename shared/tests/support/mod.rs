@@ -10,6 +10,7 @@
 
 pub mod events;
 pub mod media;
+pub mod openapi;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
