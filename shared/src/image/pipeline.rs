@@ -7,6 +7,10 @@
 //! original upload is never modified; the caller stores its own bytes as they came.
 
 mod codec;
+#[cfg(test)]
+mod hostile;
+#[cfg(test)]
+mod proptests;
 mod resize;
 mod sniff;
 #[cfg(test)]
