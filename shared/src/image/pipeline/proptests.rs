@@ -85,13 +85,16 @@ fn edit() -> impl Strategy<Value = Edit> {
     let sof = prop_oneof![0xC0u8..=0xC3, 0xC5u8..=0xCF];
     let app = prop_oneof![0xE0u8..=0xEF, Just(0xFEu8), Just(0xDDu8), any::<u8>()];
     prop_oneof![
-        (any::<bool>(), app, prop::collection::vec(any::<u8>(), 0..40)).prop_map(
-            |(before_scan, marker, payload)| Edit::Segment {
+        (
+            any::<bool>(),
+            app,
+            prop::collection::vec(any::<u8>(), 0..40)
+        )
+            .prop_map(|(before_scan, marker, payload)| Edit::Segment {
                 before_scan,
                 marker,
                 payload
-            }
-        ),
+            }),
         (sof, 0u16..3000, 0u16..3000).prop_map(|(marker, width, height)| Edit::Frame {
             marker,
             width,
@@ -101,8 +104,11 @@ fn edit() -> impl Strategy<Value = Edit> {
             count,
             extended_xmp
         }),
-        (0usize..64, any::<u16>(), any::<bool>())
-            .prop_map(|(at, value, big)| Edit::Write16 { at, value, big }),
+        (0usize..64, any::<u16>(), any::<bool>()).prop_map(|(at, value, big)| Edit::Write16 {
+            at,
+            value,
+            big
+        }),
         (0usize..64, 0u16..2500, any::<bool>()).prop_map(|(at, value, big)| Edit::Write16 {
             at,
             value,
@@ -130,7 +136,8 @@ fn apply(bytes: &mut Vec<u8>, edit: &Edit) {
             width,
             height,
         } => {
-            let segment = hostile::jpeg_segment(*marker, &hostile::jpeg_frame_payload(*width, *height));
+            let segment =
+                hostile::jpeg_segment(*marker, &hostile::jpeg_frame_payload(*width, *height));
             bytes.splice(after_soi..after_soi, segment);
         }
         Edit::Flood {
@@ -169,9 +176,8 @@ fn apply(bytes: &mut Vec<u8>, edit: &Edit) {
 fn decoder_size(bytes: &[u8], format: ImageFormat) -> Option<(u32, u32)> {
     match format {
         ImageFormat::Jpeg => {
-            let mut decoder = zune_jpeg::JpegDecoder::new(
-                zune_jpeg::zune_core::bytestream::ZCursor::new(bytes),
-            );
+            let mut decoder =
+                zune_jpeg::JpegDecoder::new(zune_jpeg::zune_core::bytestream::ZCursor::new(bytes));
             decoder.decode_headers().ok()?;
             let (w, h) = decoder.dimensions()?;
             Some((w as u32, h as u32))
@@ -199,7 +205,10 @@ fn check_file(bytes: &[u8]) -> Result<(), TestCaseError> {
     match (&checked, &result) {
         (Ok(info), Ok(processed)) => {
             // Both in upright terms.
-            prop_assert_eq!((processed.width, processed.height), (info.width, info.height));
+            prop_assert_eq!(
+                (processed.width, processed.height),
+                (info.width, info.height)
+            );
             let stored = if resize::swaps_sides(info.orientation) {
                 (info.height, info.width)
             } else {
@@ -209,7 +218,10 @@ fn check_file(bytes: &[u8]) -> Result<(), TestCaseError> {
             prop_assert!(u64::from(info.width) * u64::from(info.height) <= LIMITS.max_pixels);
         }
         (Err(_), Ok(processed)) => {
-            prop_assert!(false, "inspect refused what process accepted: {processed:?}")
+            prop_assert!(
+                false,
+                "inspect refused what process accepted: {processed:?}"
+            )
         }
         (_, Err(err)) => prop_assert!(refused(err), "process: {err:?}"),
     }

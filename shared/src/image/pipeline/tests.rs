@@ -770,7 +770,10 @@ fn jpeg_segment_flood_between_progressive_scans_is_refused() {
 #[test]
 fn gif_frame_larger_than_its_screen_is_refused() {
     let bytes = hostile::gif_frame_larger_than_screen(64, 48);
-    let err = assert_refused(&bytes, "first frame (64x48 at 0,0) does not fit its 1x1 screen");
+    let err = assert_refused(
+        &bytes,
+        "first frame (64x48 at 0,0) does not fit its 1x1 screen",
+    );
     assert_eq!(err.status(), 400);
 }
 
