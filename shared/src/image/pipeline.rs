@@ -1,5 +1,6 @@
 //! The upload image pipeline: detect the type from the bytes, check the header dimensions
-//! against the limits before decoding, decode once, turn upright (EXIF orientation), make
+//! against the limits before decoding (the size the decoder itself will use, checked again
+//! after its header parse and before it allocates), decode once, turn upright (EXIF orientation), make
 //! the five variants by cascaded Lanczos3 downsampling and encode them in parallel in the
 //! original's format, without metadata.
 //!
@@ -7,6 +8,10 @@
 //! original upload is never modified; the caller stores its own bytes as they came.
 
 mod codec;
+#[cfg(test)]
+mod hostile;
+#[cfg(test)]
+mod proptests;
 mod resize;
 mod sniff;
 #[cfg(test)]

@@ -102,34 +102,37 @@ impl Pixels {
 }
 
 /// Decodes the whole image once (the first frame of an animation), in stored orientation.
-/// The header has already been checked against the limits.
+/// The header has already been checked against the limits; each decoder's own idea of the
+/// size, read after its header parse, is checked again before it allocates a pixel buffer.
 pub(super) fn decode(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
     let pixels = match header.format {
-        ImageFormat::Jpeg => decode_jpeg(bytes, limits)?,
-        format => decode_with_image(bytes, format, limits)?,
+        ImageFormat::Jpeg => decode_jpeg(bytes, header, limits)?,
+        format => decode_with_image(bytes, format, header, limits)?,
     };
-    // The decoders must agree with the header we checked the limits against.
-    if (pixels.width, pixels.height) != (header.width, header.height) {
+    // The decoded buffer is the size both checks saw.
+    agree(header, pixels.width, pixels.height)?;
+    Ok(pixels)
+}
+
+/// 400 unless the decoder's size is the one the header check reported.
+fn agree(header: &Header, width: u32, height: u32) -> Result<()> {
+    if (width, height) != (header.width, header.height) {
         return Err(bad_upload(format!(
             "the {} is corrupt: its header says {}x{} but it decodes to {}x{}",
             header.format.name(),
             header.width,
             header.height,
-            pixels.width,
-            pixels.height
+            width,
+            height
         )));
     }
-    Ok(pixels)
+    Ok(())
 }
 
 /// zune-jpeg directly (the same decoder `image` uses) to borrow the input without a copy and
 /// to keep greyscale JPEGs single-channel.
-fn decode_jpeg(bytes: &[u8], limits: &Limits) -> Result<Pixels> {
-    if !super::sniff::jpeg_is_complete(bytes) {
-        return Err(bad_upload(
-            "the JPEG is truncated: its image data has no end marker",
-        ));
-    }
+fn decode_jpeg(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
+    super::sniff::jpeg_check_body(bytes)?;
     let side = limits.max_side as usize;
     let options = DecoderOptions::default()
         .set_max_width(side)
@@ -138,6 +141,12 @@ fn decode_jpeg(bytes: &[u8], limits: &Limits) -> Result<Pixels> {
     let corrupt =
         |e: &dyn std::fmt::Display| bad_upload(format!("the JPEG is corrupt or unsupported: {e}"));
     decoder.decode_headers().map_err(|e| corrupt(&e))?;
+    let (width, height) = decoder
+        .dimensions()
+        .ok_or_else(|| ApiError::internal("zune-jpeg parsed headers without dimensions"))?;
+    let (width, height) = (width as u32, height as u32);
+    agree(header, width, height)?;
+    limits.check(width, height)?;
     let layout = match decoder.input_colorspace() {
         Some(ColorSpace::Luma) => Layout::L8,
         _ => Layout::Rgb8,
@@ -167,27 +176,39 @@ fn decode_jpeg(bytes: &[u8], limits: &Limits) -> Result<Pixels> {
 }
 
 /// PNG, GIF (first frame) and WebP through `image`, under its memory limits.
-fn decode_with_image(bytes: &[u8], format: ImageFormat, limits: &Limits) -> Result<Pixels> {
+fn decode_with_image(
+    bytes: &[u8],
+    format: ImageFormat,
+    header: &Header,
+    limits: &Limits,
+) -> Result<Pixels> {
     let image_format = match format {
         ImageFormat::Png => ::image::ImageFormat::Png,
         ImageFormat::Gif => ::image::ImageFormat::Gif,
         ImageFormat::WebP => ::image::ImageFormat::WebP,
         ImageFormat::Jpeg => ::image::ImageFormat::Jpeg,
     };
-    let mut reader = ImageReader::with_format(Cursor::new(bytes), image_format);
-    reader.limits(limits.decoder_limits());
-    let image = reader.decode().map_err(|e| match e {
+    let refused = |e: ImageError| match e {
         ImageError::Limits(e) => ApiError::TooLarge(format!(
             "the image needs more memory to decode than allowed: {e}"
         )),
-        ImageError::Decoding(_) | ImageError::Unsupported(_) | ImageError::IoError(_) => {
-            bad_upload(format!(
-                "the {} is truncated, corrupt or unsupported: {e}",
-                format.name()
-            ))
-        }
+        ImageError::Decoding(_)
+        | ImageError::Unsupported(_)
+        | ImageError::IoError(_)
+        | ImageError::Parameter(_) => bad_upload(format!(
+            "the {} is truncated, corrupt or unsupported: {e}",
+            format.name()
+        )),
         other => ApiError::internal(other),
-    })?;
+    };
+    let mut reader = ImageReader::with_format(Cursor::new(bytes), image_format);
+    reader.limits(limits.decoder_limits());
+    // The header parse only: the size the decoder will allocate for, checked first.
+    let decoder = reader.into_decoder().map_err(refused)?;
+    let (width, height) = ::image::ImageDecoder::dimensions(&decoder);
+    agree(header, width, height)?;
+    limits.check(width, height)?;
+    let image = DynamicImage::from_decoder(decoder).map_err(refused)?;
     Ok(Pixels::from_dynamic(image))
 }
 

@@ -5,7 +5,7 @@
 //! declaring absurd dimensions is refused before any decoder sees it.
 
 use super::{bad_upload, ImageFormat, ACCEPTED};
-use crate::error::Result;
+use crate::error::{ApiError, Result};
 
 /// What the header says: the stored (not yet rotated) size and the EXIF orientation (1-8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,14 +16,15 @@ pub(super) struct Header {
     pub orientation: u8,
 }
 
-/// Detects the format and reads the header dimensions and EXIF orientation.
+/// Detects the format and reads the dimensions the decoder will decode (for GIF and WebP
+/// after checking that the first frame fits the screen or canvas) and the EXIF orientation.
 pub(super) fn read_header(bytes: &[u8]) -> Result<Header> {
     let format = detect(bytes)?;
     let parsed = match format {
-        ImageFormat::Jpeg => jpeg_header(bytes),
+        ImageFormat::Jpeg => jpeg_header(bytes)?,
         ImageFormat::Png => png_header(bytes),
-        ImageFormat::Gif => gif_header(bytes),
-        ImageFormat::WebP => webp_header(bytes),
+        ImageFormat::Gif => gif_header(bytes)?,
+        ImageFormat::WebP => webp_header(bytes)?,
     };
     match parsed {
         Some((width, height, orientation)) if width > 0 && height > 0 => Ok(Header {
@@ -170,38 +171,127 @@ fn le32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-/// Walks the JPEG marker segments up to the frame header (SOFn); EXIF (APP1) comes before it.
-fn jpeg_header(b: &[u8]) -> Option<(u32, u32, u8)> {
+/// Most marker segments (APPn, COM, DQT, DHT, ... and the scan headers) a JPEG may have.
+/// zune-jpeg re-examines every extended-XMP segment it holds after each marker it parses
+/// before the first scan, so n such segments cost n^2; each DHT also builds lookup tables.
+/// Real files have a few dozen (a large Photoshop XMP packet a few hundred: 25 MiB holds at
+/// most ~400 full 64 KiB segments), so this refuses only floods.
+pub(super) const MAX_JPEG_SEGMENTS: usize = 1000;
+
+fn jpeg_too_many_segments() -> ApiError {
+    bad_upload(format!(
+        "the JPEG has more than {MAX_JPEG_SEGMENTS} marker segments (metadata or table blocks); \
+         at most {MAX_JPEG_SEGMENTS} are accepted"
+    ))
+}
+
+fn jpeg_corrupt(what: &str) -> ApiError {
+    bad_upload(format!("the JPEG is corrupt: {what}"))
+}
+
+/// The coding process each SOFn marker declares, for the refusal of those the decoder
+/// cannot decode (it decodes only SOF0, SOF1 and SOF2: Huffman-coded baseline, extended
+/// and progressive DCT).
+fn jpeg_unsupported_frame(marker: u8) -> Option<&'static str> {
+    Some(match marker {
+        0xC3 => "SOF3 (lossless)",
+        0xC5 => "SOF5 (differential sequential, hierarchical)",
+        0xC6 => "SOF6 (differential progressive, hierarchical)",
+        0xC7 => "SOF7 (differential lossless, hierarchical)",
+        0xC9 => "SOF9 (arithmetic-coded sequential)",
+        0xCA => "SOF10 (arithmetic-coded progressive)",
+        0xCB => "SOF11 (arithmetic-coded lossless)",
+        0xCD => "SOF13 (arithmetic-coded differential sequential)",
+        0xCE => "SOF14 (arithmetic-coded differential progressive)",
+        0xCF => "SOF15 (arithmetic-coded differential lossless)",
+        _ => return None,
+    })
+}
+
+/// Walks the JPEG marker segments up to the first scan (SOS), as the decoder will, and
+/// returns the size of the one frame header (SOF0-SOF2) it will decode and the EXIF
+/// orientation (APP1 comes before the frame header). Only strictly laid-out files pass
+/// (segment after segment, fill bytes allowed), so the decoder's own, more lenient marker
+/// search finds the same segments; the frame types it would skip or refuse, a second frame
+/// header and segment floods are refused here with a message saying which.
+fn jpeg_header(b: &[u8]) -> Result<Option<(u32, u32, u8)>> {
     let mut pos = 2;
     let mut orientation = 1;
+    let mut frame = None;
+    let mut segments = 0;
     loop {
-        if *b.get(pos)? != 0xFF {
-            return None;
+        let Some(&first) = b.get(pos) else {
+            return Ok(None);
+        };
+        if first != 0xFF {
+            return Err(jpeg_corrupt(&format!(
+                "expected a marker at byte {pos} of the header"
+            )));
         }
         // Any number of 0xFF fill bytes may precede a marker.
-        while *b.get(pos)? == 0xFF {
+        while b.get(pos) == Some(&0xFF) {
             pos += 1;
         }
-        let marker = b[pos];
+        let Some(&marker) = b.get(pos) else {
+            return Ok(None);
+        };
         pos += 1;
         match marker {
-            // Markers without a length field.
-            0x01 | 0xD0..=0xD8 => continue,
-            // End of image or start of scan before any frame header: nothing to decode.
-            0xD9 | 0xDA => return None,
+            // Standalone markers (stuffing, TEM, RSTn, a second SOI) have no place before
+            // the first scan, and the decoder would read a length after them.
+            0x00 | 0x01 | 0xD0..=0xD8 => {
+                return Err(jpeg_corrupt(&format!(
+                    "marker FF{marker:02X} before the image data"
+                )))
+            }
+            0xD9 => return Err(jpeg_corrupt("it ends before its image data")),
+            0xCC => {
+                return Err(bad_upload(
+                    "the JPEG uses arithmetic coding (DAC), which is not supported; \
+                     accepted: baseline and progressive JPEG",
+                ))
+            }
+            0xDC => return Err(jpeg_corrupt("a DNL marker before the image data")),
             _ => {}
         }
-        let len = be16(b, pos)? as usize;
-        if len < 2 {
-            return None;
+        segments += 1;
+        if segments > MAX_JPEG_SEGMENTS {
+            return Err(jpeg_too_many_segments());
         }
-        let segment = b.get(pos + 2..pos + len)?;
+        let Some(len) = be16(b, pos) else {
+            return Ok(None);
+        };
+        let len = len as usize;
+        if len < 2 {
+            return Err(jpeg_corrupt(&format!(
+                "marker FF{marker:02X} has length {len}"
+            )));
+        }
+        let Some(segment) = b.get(pos + 2..pos + len) else {
+            return Ok(None);
+        };
         match marker {
-            // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC).
-            0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) => {
-                let height = be16(segment, 1)?;
-                let width = be16(segment, 3)?;
-                return Some((width, height, orientation));
+            0xC0..=0xC2 => {
+                if frame.is_some() {
+                    return Err(jpeg_corrupt("it has two frame headers (SOF)"));
+                }
+                let (Some(height), Some(width)) = (be16(segment, 1), be16(segment, 3)) else {
+                    return Ok(None);
+                };
+                frame = Some((width, height));
+            }
+            marker if jpeg_unsupported_frame(marker).is_some() => {
+                let kind = jpeg_unsupported_frame(marker).unwrap_or("unknown");
+                return Err(bad_upload(format!(
+                    "the JPEG is coded as {kind}, which is not supported; \
+                     accepted: baseline and progressive JPEG (SOF0, SOF1, SOF2)"
+                )));
+            }
+            0xDA => {
+                return match frame {
+                    Some((width, height)) => Ok(Some((width, height, orientation))),
+                    None => Err(jpeg_corrupt("its image data comes before a frame header")),
+                };
             }
             0xE1 if orientation == 1 => {
                 if let Some(tiff) = segment.strip_prefix(b"Exif\0\0") {
@@ -214,36 +304,58 @@ fn jpeg_header(b: &[u8]) -> Option<(u32, u32, u8)> {
     }
 }
 
-/// True if an end-of-image marker follows the first scan. zune-jpeg (like libjpeg) decodes
-/// a truncated file without error, filling the missing part with grey; this catches that.
-/// Inside entropy-coded data 0xFF is always followed by 0x00 or a restart marker, so an
-/// FF D9 after the first SOS is the real EOI (or that of an image appended after ours, as
-/// in MPF files and motion photos, which are complete too). Searching from the end finds it
-/// at once in ordinary files.
-pub(super) fn jpeg_is_complete(b: &[u8]) -> bool {
-    let Some(scan) = jpeg_first_scan(b) else {
-        return false;
-    };
-    b[scan..].windows(2).rev().any(|w| w == [0xFF, 0xD9])
-}
-
-/// Offset just after the first SOS marker.
-fn jpeg_first_scan(b: &[u8]) -> Option<usize> {
+/// Checks what follows the first scan header: an end-of-image marker must come (zune-jpeg,
+/// like libjpeg, decodes a truncated file without error, filling the missing part with
+/// grey), and the marker segments between the scans of a progressive file count towards
+/// [`MAX_JPEG_SEGMENTS`] (each costs the decoder a table rebuild or a copy). Inside
+/// entropy-coded data 0xFF is always followed by 0x00 (stuffing), 0xFF (fill) or a restart
+/// marker, so any other FF xx is a marker. Anything after the first EOI (the second image
+/// of an MPF file or a motion photo's video) is not read. One pass over the compressed
+/// bytes, none over pixels.
+pub(super) fn jpeg_check_body(b: &[u8]) -> Result<()> {
+    let truncated = || bad_upload("the JPEG is truncated: its image data has no end marker");
+    let mut segments = 0;
     let mut pos = 2;
+    // The header segments again (already checked by `jpeg_header`), counted, up to the
+    // first scan header.
     loop {
-        if *b.get(pos)? != 0xFF {
-            return None;
-        }
-        while *b.get(pos)? == 0xFF {
+        while b.get(pos) == Some(&0xFF) {
             pos += 1;
         }
-        let marker = b[pos];
+        let marker = *b.get(pos).ok_or_else(truncated)?;
         pos += 1;
+        segments += 1;
+        let len = be16(b, pos).ok_or_else(truncated)? as usize;
+        pos += len;
+        if marker == 0xDA {
+            break;
+        }
+    }
+    loop {
+        // The next marker after entropy-coded data.
+        let ff = b
+            .get(pos..)
+            .and_then(|rest| rest.iter().position(|&v| v == 0xFF))
+            .ok_or_else(truncated)?;
+        pos += ff + 1;
+        let marker = *b.get(pos).ok_or_else(truncated)?;
         match marker {
-            0x01 | 0xD0..=0xD8 => continue,
-            0xD9 => return None,
-            0xDA => return Some(pos),
-            _ => pos += be16(b, pos)? as usize,
+            0x00 | 0xFF | 0xD0..=0xD7 => {
+                // Stuffed byte or restart marker: still image data. A fill 0xFF is looked
+                // at again as the start of the marker.
+                if marker != 0xFF {
+                    pos += 1;
+                }
+            }
+            0xD9 => return Ok(()),
+            _ => {
+                segments += 1;
+                if segments > MAX_JPEG_SEGMENTS {
+                    return Err(jpeg_too_many_segments());
+                }
+                let len = be16(b, pos + 1).ok_or_else(truncated)? as usize;
+                pos = pos + 1 + len.max(2);
+            }
         }
     }
 }
@@ -278,41 +390,188 @@ fn png_header(b: &[u8]) -> Option<(u32, u32, u8)> {
     Some((width, height, orientation))
 }
 
-/// The logical screen size; the first frame is drawn onto a canvas of that size.
-fn gif_header(b: &[u8]) -> Option<(u32, u32, u8)> {
-    Some((le16(b, 6)?, le16(b, 8)?, 1))
+/// The logical screen size, which is the size `image` decodes: the first frame is drawn
+/// onto a canvas of that size. That frame must fit inside it: a frame larger than the
+/// screen would make the decoder allocate for the frame's size, not the checked one.
+/// Walks the blocks as the `gif` decoder does (extensions are chains of sub-blocks) up to
+/// the first image descriptor.
+fn gif_header(b: &[u8]) -> Result<Option<(u32, u32, u8)>> {
+    let (Some(width), Some(height), Some(&flags)) = (le16(b, 6), le16(b, 8), b.get(10)) else {
+        return Ok(None);
+    };
+    let mut pos = 13usize;
+    if flags & 0x80 != 0 {
+        // Global colour table: 2^(n+1) RGB entries.
+        pos += 3 << ((flags & 0x07) + 1);
+    }
+    loop {
+        match b.get(pos) {
+            // Extension: introducer, label, then sub-blocks until a zero length.
+            Some(0x21) => {
+                pos += 2;
+                loop {
+                    let Some(&len) = b.get(pos) else {
+                        return Ok(None);
+                    };
+                    pos += 1 + usize::from(len);
+                    if len == 0 {
+                        break;
+                    }
+                }
+            }
+            Some(0x2C) => {
+                let (Some(left), Some(top), Some(frame_width), Some(frame_height)) = (
+                    le16(b, pos + 1),
+                    le16(b, pos + 3),
+                    le16(b, pos + 5),
+                    le16(b, pos + 7),
+                ) else {
+                    return Ok(None);
+                };
+                if left + frame_width > width || top + frame_height > height {
+                    return Err(bad_upload(format!(
+                        "the GIF is corrupt: its first frame ({frame_width}x{frame_height} \
+                         at {left},{top}) does not fit its {width}x{height} screen"
+                    )));
+                }
+                return Ok(Some((width, height, 1)));
+            }
+            // Trailer before any frame, an unknown block or the end of the file.
+            _ => return Ok(None),
+        }
+    }
 }
 
-/// Simple lossy (VP8), lossless (VP8L) or extended (VP8X) WebP.
-fn webp_header(b: &[u8]) -> Option<(u32, u32, u8)> {
-    let data = 20;
-    match b.get(12..16)? {
+/// Rounds a RIFF chunk size up to the even size it occupies.
+fn riff_padded(size: u32) -> usize {
+    size as usize + (size as usize & 1)
+}
+
+/// The size a VP8 (lossy) or VP8L (lossless) bitstream's own header declares; None if the
+/// chunk is neither or too short.
+fn webp_bitstream_size(kind: &[u8], data: &[u8]) -> Option<(u32, u32)> {
+    match kind {
         b"VP8 " => {
             // Frame tag (3 bytes), start code 9D 01 2A, then 14-bit sizes with 2-bit scale.
-            if b.get(data + 3..data + 6)? != [0x9D, 0x01, 0x2A] {
+            if data.get(3..6)? != [0x9D, 0x01, 0x2A] {
                 return None;
             }
-            Some((le16(b, data + 6)? & 0x3FFF, le16(b, data + 8)? & 0x3FFF, 1))
+            Some((le16(data, 6)? & 0x3FFF, le16(data, 8)? & 0x3FFF))
         }
         b"VP8L" => {
-            if *b.get(data)? != 0x2F {
+            if *data.first()? != 0x2F {
                 return None;
             }
-            let bits = le32(b, data + 1)?;
-            Some(((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1, 1))
-        }
-        b"VP8X" => {
-            let flags = *b.get(data)?;
-            let width = le24(b, data + 4)? + 1;
-            let height = le24(b, data + 7)? + 1;
-            let orientation = if flags & 0x08 != 0 {
-                webp_exif_orientation(b).unwrap_or(1)
-            } else {
-                1
-            };
-            Some((width, height, orientation))
+            let bits = le32(data, 1)?;
+            Some(((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1))
         }
         _ => None,
+    }
+}
+
+/// Simple lossy (VP8), lossless (VP8L) or extended (VP8X) WebP. For VP8X the size is the
+/// canvas, and the image data `image-webp` will decode must declare exactly that size (a
+/// still image) or fit in it (the first frame of an animation, whose bitstream must
+/// declare the frame's size): it allocates for the bitstream's own size before comparing.
+fn webp_header(b: &[u8]) -> Result<Option<(u32, u32, u8)>> {
+    let data = 20;
+    let Some(kind) = b.get(12..16) else {
+        return Ok(None);
+    };
+    if kind != b"VP8X" {
+        let Some(data) = b.get(data..) else {
+            return Ok(None);
+        };
+        return Ok(webp_bitstream_size(kind, data).map(|(w, h)| (w, h, 1)));
+    }
+    let (Some(&flags), Some(width), Some(height)) =
+        (b.get(data), le24(b, data + 4), le24(b, data + 7))
+    else {
+        return Ok(None);
+    };
+    let (width, height) = (width + 1, height + 1);
+    let orientation = if flags & 0x08 != 0 {
+        webp_exif_orientation(b).unwrap_or(1)
+    } else {
+        1
+    };
+    let mismatch = |what: String| {
+        Err(bad_upload(format!(
+            "the WebP is corrupt: its canvas is {width}x{height} but {what}"
+        )))
+    };
+    let (Some(riff_size), Some(vp8x_size)) = (le32(b, 4), le32(b, 16)) else {
+        return Ok(None);
+    };
+    // The first chunk of each kind, walked like image-webp does (from the chunk after
+    // VP8X, up to where the RIFF size says, stopping at the end of the file).
+    let (mut first_vp8, mut first_vp8l, mut first_anmf) = (None, None, None);
+    let mut pos = data + riff_padded(vp8x_size);
+    let end = pos.saturating_add((riff_size as usize).saturating_sub(12));
+    while pos < end {
+        let (Some(kind), Some(size)) = (bytes_at(b, pos, 4), le32(b, pos + 4)) else {
+            break;
+        };
+        let range = (pos + 8, size);
+        match kind {
+            b"VP8 " => first_vp8 = first_vp8.or(Some(range)),
+            b"VP8L" => first_vp8l = first_vp8l.or(Some(range)),
+            b"ANMF" => first_anmf = first_anmf.or(Some(range)),
+            _ => {}
+        }
+        pos = pos.saturating_add(8).saturating_add(riff_padded(size));
+    }
+    let chunk = |(at, size): (usize, u32)| b.get(at..).map(|d| &d[..d.len().min(size as usize)]);
+    if flags & 0x02 != 0 {
+        let Some(anmf) = first_anmf.and_then(chunk) else {
+            return Ok(None);
+        };
+        let (Some(x), Some(y), Some(frame_width), Some(frame_height)) =
+            (le24(anmf, 0), le24(anmf, 3), le24(anmf, 6), le24(anmf, 9))
+        else {
+            return Ok(None);
+        };
+        let (x, y, frame_width, frame_height) = (x * 2, y * 2, frame_width + 1, frame_height + 1);
+        if x + frame_width > width || y + frame_height > height {
+            return mismatch(format!(
+                "its first frame is {frame_width}x{frame_height} at {x},{y}"
+            ));
+        }
+        // The frame's bitstream; an ALPH chunk may come first.
+        let mut at = 16;
+        let (Some(mut kind), Some(mut size)) = (bytes_at(anmf, at, 4), le32(anmf, at + 4)) else {
+            return Ok(None);
+        };
+        if kind == b"ALPH" {
+            at += 8 + riff_padded(size);
+            let (Some(k), Some(s)) = (bytes_at(anmf, at, 4), le32(anmf, at + 4)) else {
+                return Ok(None);
+            };
+            (kind, size) = (k, s);
+        }
+        let Some(stream) = anmf.get(at + 8..).map(|d| &d[..d.len().min(size as usize)]) else {
+            return Ok(None);
+        };
+        return match webp_bitstream_size(kind, stream) {
+            Some(size) if size == (frame_width, frame_height) => {
+                Ok(Some((width, height, orientation)))
+            }
+            Some((w, h)) => mismatch(format!(
+                "its first frame is {frame_width}x{frame_height} and that frame's image data {w}x{h}"
+            )),
+            None => Ok(None),
+        };
+    }
+    // A still image: image-webp decodes the VP8L chunk if there is one, else the VP8 one.
+    let stream = match (first_vp8l, first_vp8) {
+        (Some(range), _) => chunk(range).map(|d| (b"VP8L".as_slice(), d)),
+        (None, Some(range)) => chunk(range).map(|d| (b"VP8 ".as_slice(), d)),
+        (None, None) => None,
+    };
+    match stream.and_then(|(kind, data)| webp_bitstream_size(kind, data)) {
+        Some(size) if size == (width, height) => Ok(Some((width, height, orientation))),
+        Some((w, h)) => mismatch(format!("its image data is {w}x{h}")),
+        None => Ok(None),
     }
 }
 

@@ -675,3 +675,144 @@ fn webp_exif_orientation_is_applied() {
     assert_eq!(processed.format, ImageFormat::WebP);
     assert_upright(&decode(&processed.variants[4].bytes), "webp thumbnail");
 }
+
+// Issue #10, item 1: the size checked is the size decoded. Each hostile file below was
+// accepted by the header check (and decoded at a size it never checked) before.
+
+fn assert_refused(bytes: &[u8], expected: &str) -> ApiError {
+    let err = process(bytes, &Limits::default()).expect_err(expected);
+    assert!(
+        matches!(err, ApiError::Validation(_) | ApiError::TooLarge(_)),
+        "{expected}: {err:?}"
+    );
+    assert!(
+        message(&err).contains(expected),
+        "{} !~ {expected}",
+        message(&err)
+    );
+    err
+}
+
+#[test]
+fn jpeg_sof3_1x1_before_sof0_16384_is_refused_as_unsupported() {
+    // The decoder skips SOF3 and would decode the SOF0's 16384x16384.
+    let bytes = hostile::jpeg_sof3_then_large_frame(16384, 16384, false);
+    assert!(bytes.len() < 1000, "{} bytes", bytes.len());
+    let err = assert_refused(&bytes, "SOF3 (lossless), which is not supported");
+    assert_eq!(err.status(), 400);
+    // The header check alone (what `inspect` reports) says so too, not "1x1".
+    let err = inspect(&bytes, &Limits::default()).expect_err("inspect");
+    assert!(message(&err).contains("SOF3"), "{}", message(&err));
+    // Progressive, and with a frame within the limits: still refused, never decoded.
+    assert_refused(
+        &hostile::jpeg_sof3_then_large_frame(16384, 16384, true),
+        "SOF3 (lossless)",
+    );
+    assert_refused(
+        &hostile::jpeg_sof3_then_large_frame(64, 48, false),
+        "SOF3 (lossless)",
+    );
+}
+
+#[test]
+fn jpeg_frame_types_the_decoder_cannot_decode_are_refused() {
+    for (marker, kind) in [
+        (0xC3, "SOF3 (lossless)"),
+        (0xC5, "SOF5"),
+        (0xC9, "SOF9 (arithmetic-coded sequential)"),
+        (0xCA, "SOF10"),
+        (0xCF, "SOF15"),
+    ] {
+        // The only frame header, rewritten: the decoder would have refused or skipped it.
+        let mut bytes = hostile::jpeg(32, 32, false);
+        let sof = hostile::jpeg_marker_at(&bytes, 0xC0).expect("SOF0");
+        bytes[sof + 1] = marker;
+        assert_refused(&bytes, kind);
+    }
+    // Two frame headers the decoder does take: it refuses the second, and so do we first.
+    let mut bytes = hostile::jpeg(32, 32, false);
+    let sof = hostile::jpeg_marker_at(&bytes, 0xC0).expect("SOF0");
+    bytes.splice(
+        sof..sof,
+        hostile::jpeg_segment(0xC1, &hostile::jpeg_frame_payload(16, 16)),
+    );
+    assert_refused(&bytes, "two frame headers");
+}
+
+#[test]
+fn jpeg_extended_xmp_flood_is_refused() {
+    // 40,000 empty extended-XMP segments before a 32x32 image: 3.2 MB, and quadratic in
+    // zune-jpeg's header parse.
+    let bytes = hostile::jpeg_extended_xmp_flood(40_000);
+    assert!(bytes.len() > 3_000_000);
+    let err = assert_refused(&bytes, "more than 1000 marker segments");
+    assert_eq!(err.status(), 400);
+    // At the limit the file is decoded (the cost is bounded by 1000^2 cheap steps).
+    let bytes = hostile::jpeg_extended_xmp_flood(MAX_JPEG_SEGMENTS_FOR_TESTS - 100);
+    let processed = process(&bytes, &Limits::default()).expect("a few hundred segments");
+    assert_eq!((processed.width, processed.height), (32, 32));
+}
+
+const MAX_JPEG_SEGMENTS_FOR_TESTS: usize = sniff::MAX_JPEG_SEGMENTS;
+
+#[test]
+fn jpeg_segment_flood_between_progressive_scans_is_refused() {
+    // Comment segments after the first scan: the decoder parses each between scans.
+    let mut bytes = hostile::jpeg(32, 32, true);
+    let eoi = bytes.len() - 2;
+    let flood: Vec<u8> = (0..2000)
+        .flat_map(|_| hostile::jpeg_segment(0xFE, b"x"))
+        .collect();
+    bytes.splice(eoi..eoi, flood);
+    assert_refused(&bytes, "more than 1000 marker segments");
+}
+
+#[test]
+fn gif_frame_larger_than_its_screen_is_refused() {
+    let bytes = hostile::gif_frame_larger_than_screen(64, 48);
+    let err = assert_refused(
+        &bytes,
+        "first frame (64x48 at 0,0) does not fit its 1x1 screen",
+    );
+    assert_eq!(err.status(), 400);
+}
+
+#[test]
+fn webp_canvas_and_image_data_must_agree() {
+    // Still image: canvas 1x1, bitstream 64x48 (real) or declaring 16383x16383.
+    assert_refused(
+        &hostile::webp_canvas_smaller_than_image(64, 48),
+        "its canvas is 1x1 but its image data is 64x48",
+    );
+    assert_refused(
+        &hostile::webp_canvas_smaller_than_image(16383, 16383),
+        "its canvas is 1x1 but its image data is 16383x16383",
+    );
+    // Animation: a 1x1 frame whose bitstream is larger than the frame.
+    assert_refused(
+        &hostile::webp_animation((1, 1), (1, 1), 16383, 16383),
+        "its first frame is 1x1 and that frame's image data 16383x16383",
+    );
+    assert_refused(
+        &hostile::webp_animation((100, 100), (1, 1), 64, 48),
+        "its first frame is 1x1 and that frame's image data 64x48",
+    );
+    // A frame outside the canvas.
+    assert_refused(
+        &hostile::webp_animation((32, 32), (64, 48), 64, 48),
+        "its canvas is 32x32 but its first frame is 64x48 at 0,0",
+    );
+    // The same file with canvas, frame and bitstream in agreement decodes.
+    let bytes = hostile::webp_animation((64, 48), (64, 48), 64, 48);
+    let processed = process(&bytes, &Limits::default()).expect("animated webp");
+    assert_eq!((processed.width, processed.height), (64, 48));
+}
+
+#[test]
+fn ordinary_progressive_jpeg_with_metadata_still_decodes() {
+    let mut bytes = hostile::jpeg(300, 200, true);
+    bytes.splice(2..2, exif_app1(6, true));
+    bytes.splice(2..2, hostile::jpeg_segment(0xFE, b"a comment"));
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!((processed.width, processed.height), (200, 300));
+}
