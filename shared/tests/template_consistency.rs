@@ -49,6 +49,11 @@ const OPTIONAL: &[&str] = &[
     "SITEHOST_MAX_SIDE",
     "SITEHOST_REQUESTS_PER_MINUTE",
     "SITEHOST_UPLOADS_PER_MINUTE",
+    // `sitehost serve`'s own guards (the local server is not part of any function).
+    "SITEHOST_HEADER_TIMEOUT_SECS",
+    "SITEHOST_BODY_TIMEOUT_SECS",
+    "SITEHOST_MAX_UPLOADS",
+    "SITEHOST_UPLOAD_WAIT_SECS",
 ];
 
 /// For tests only; a deployed function must never have them. `SITEHOST_TEST_*` too.
