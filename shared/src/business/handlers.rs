@@ -3,7 +3,10 @@
 use http::StatusCode;
 use serde_json::Value;
 
-use super::{parse_filter, resource_uri, BusinessOrder, BusinessPatch, BusinessQuery, NewBusiness};
+use super::{
+    parse_filter, resource_uri, BusinessOrder, BusinessPatch, BusinessQuery, IgnoredFields,
+    NewBusiness,
+};
 use crate::auth::Caller;
 use crate::business::Business;
 use crate::error::{ApiError, Result};
@@ -95,7 +98,9 @@ pub async fn get(app: &App, caller: &Caller, id: i64) -> Result<ApiResponse> {
 }
 
 pub async fn create(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiResponse> {
-    let new = NewBusiness::from_json(&json_object(body)?, caller)?;
+    let body = json_object(body)?;
+    let new = NewBusiness::from_json(&body, caller)?;
+    IgnoredFields::of(&body, true).log();
     if let (Some(logo), Some(_)) = (new.logo_image_id, &caller.restrict_sub_id) {
         // An image's account and sub id never change and images are never deleted, so this
         // check cannot go stale before the store's own (account) check in its transaction.
@@ -126,7 +131,9 @@ pub async fn create(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiRespon
 }
 
 pub async fn update(app: &App, caller: &Caller, id: i64, body: &[u8]) -> Result<ApiResponse> {
-    let patch = BusinessPatch::from_json(&json_object(body)?, id, caller)?;
+    let body = json_object(body)?;
+    let patch = BusinessPatch::from_json(&body, id, caller)?;
+    IgnoredFields::of(&body, false).log();
     let business = app
         .store
         .update_business(

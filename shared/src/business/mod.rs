@@ -416,6 +416,76 @@ impl BusinessPatch {
     }
 }
 
+/// Fields of the platform's business object this service does not keep (nested
+/// `locations` and `services`, the `category` object: only `category_id` is kept). Like any
+/// unknown field they are ignored; the log names the ones a request sent.
+pub const PLATFORM_FIELDS_NOT_KEPT: [&str; 3] = ["category", "locations", "services"];
+
+/// Read-only fields of the business object: ignored in a body (`id` only on create: an
+/// update checks it against the path).
+const READ_ONLY_FIELDS: [&str; 7] = [
+    "slug",
+    "user_id",
+    "added",
+    "modified",
+    "resource_uri",
+    "logo_image",
+    "images",
+];
+
+/// The fields a business body may set.
+const WRITABLE_FIELDS: [&str; 6] = [
+    "business_name",
+    "partner_business_id",
+    "partner_sub_id",
+    "category_id",
+    "logo_image_id",
+    "deleted",
+];
+
+/// What a create or update body sent that was not used. Known names are listed; other
+/// names are only counted, so a client's text never reaches the logs.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct IgnoredFields {
+    pub known: Vec<&'static str>,
+    pub unknown: usize,
+}
+
+impl IgnoredFields {
+    pub fn of(body: &Map<String, Value>, create: bool) -> Self {
+        let mut ignored = IgnoredFields::default();
+        for name in body.keys() {
+            let name = name.as_str();
+            if WRITABLE_FIELDS.contains(&name) || (!create && name == "id") {
+                continue;
+            }
+            match PLATFORM_FIELDS_NOT_KEPT
+                .iter()
+                .chain(READ_ONLY_FIELDS.iter())
+                .chain(std::iter::once(&"id"))
+                .find(|known| **known == name)
+            {
+                Some(known) => ignored.known.push(known),
+                None => ignored.unknown += 1,
+            }
+        }
+        ignored.known.sort_unstable();
+        ignored
+    }
+
+    /// Logs the ignored field names (never their values), if any.
+    pub fn log(&self) {
+        if self.known.is_empty() && self.unknown == 0 {
+            return;
+        }
+        tracing::info!(
+            ignored_fields = %self.known.join(","),
+            unknown_fields = self.unknown,
+            "business fields ignored"
+        );
+    }
+}
+
 /// Parses the list filters from query parameters (unknown ones are ignored).
 pub fn parse_filter(
     params: &[(String, String)],
@@ -458,6 +528,28 @@ pub fn parse_filter(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ignored_fields_are_named_when_known_and_counted_otherwise() {
+        let body_of = body;
+        let body = body_of(json!({
+            "business_name": "Cafe", "locations": [{"city": "x"}], "services": [],
+            "category": {"id": 3}, "resource_uri": "/x/", "id": 4, "made_up": 1, "other": 2
+        }));
+        let created = IgnoredFields::of(&body, true);
+        assert_eq!(
+            created.known,
+            ["category", "id", "locations", "resource_uri", "services"]
+        );
+        assert_eq!(created.unknown, 2);
+        let updated = IgnoredFields::of(&body, false);
+        assert_eq!(
+            updated.known,
+            ["category", "locations", "resource_uri", "services"]
+        );
+        let plain = IgnoredFields::of(&body_of(json!({"business_name": "Cafe"})), true);
+        assert_eq!(plain, IgnoredFields::default());
+    }
+
     use super::*;
 
     fn caller() -> Caller {

@@ -147,6 +147,12 @@ pub fn route(method: &Method, path: &str) -> Result<Route> {
                 (Method::PUT, Operation::BusinessUpdate),
             ],
         ),
+        // The platform's documentation also spells the business writes in the singular;
+        // only those two operations (a GET there is a 405 naming the allowed method).
+        "business" => (
+            &[(Method::POST, Operation::BusinessCreate)],
+            &[(Method::PUT, Operation::BusinessUpdate)],
+        ),
         "images" => (
             &[
                 (Method::GET, Operation::ImageList),
@@ -240,5 +246,41 @@ mod tests {
             Err(ApiError::Validation(_))
         ));
         assert_eq!(allowed_methods("/api/v2/businesses/"), "GET, POST");
+    }
+
+    #[test]
+    fn singular_business_paths_create_and_update_only() {
+        for path in ["/api/v2/business/", "/api/v2/business"] {
+            assert_eq!(
+                route(&Method::POST, path).ok(),
+                Some(Route {
+                    operation: Operation::BusinessCreate,
+                    id: None
+                })
+            );
+            assert!(matches!(
+                route(&Method::GET, path),
+                Err(ApiError::MethodNotAllowed(_))
+            ));
+            assert_eq!(allowed_methods(path), "POST");
+        }
+        for path in ["/api/v2/business/7/", "/api/v2/business/7"] {
+            assert_eq!(
+                route(&Method::PUT, path).ok(),
+                Some(Route {
+                    operation: Operation::BusinessUpdate,
+                    id: Some(7)
+                })
+            );
+            assert!(matches!(
+                route(&Method::GET, path),
+                Err(ApiError::MethodNotAllowed(_))
+            ));
+            assert_eq!(allowed_methods(path), "PUT");
+        }
+        assert!(matches!(
+            route(&Method::PUT, "/api/v2/business/x/"),
+            Err(ApiError::Validation(_))
+        ));
     }
 }
