@@ -124,8 +124,16 @@ impl Function {
         &self.resource["Properties"]
     }
 
-    /// `(method, path)` of each HttpApi event.
+    /// `(method, path)` of each HttpApi event but the `$default` route.
     fn routes(&self) -> Vec<(String, String)> {
+        self.all_routes()
+            .into_iter()
+            .filter(|(_, path)| path != "$default")
+            .collect()
+    }
+
+    /// `(method, path)` of each HttpApi event, `$default` included.
+    fn all_routes(&self) -> Vec<(String, String)> {
         let mut routes = Vec::new();
         let Some(events) = self.properties().get("Events").and_then(Value::as_mapping) else {
             return routes;
@@ -268,7 +276,7 @@ fn every_router_route_is_in_the_template_once() {
         Method::DELETE,
     ];
     let mut served = BTreeSet::new();
-    for resource in ["businesses", "images"] {
+    for resource in ["businesses", "business", "images"] {
         for template_path in [
             format!("/api/v2/{resource}/"),
             format!("/api/v2/{resource}"),
@@ -1004,7 +1012,9 @@ fn cloudfront_forwards_what_signatures_need() {
         api["OriginRequestPolicyId"].as_str(),
         Some(ALL_VIEWER_EXCEPT_HOST_HEADER)
     );
-    assert_eq!(api["ViewerProtocolPolicy"].as_str(), Some("https-only"));
+    // Both protocols reach the function, which refuses plain HTTP itself (below): a redirect
+    // would break the signature, `https-only` answers CloudFront's HTML page.
+    assert_eq!(api["ViewerProtocolPolicy"].as_str(), Some("allow-all"));
     let methods: BTreeSet<&str> = api["AllowedMethods"]
         .as_sequence()
         .expect("AllowedMethods")
@@ -1046,18 +1056,29 @@ fn cloudfront_forwards_what_signatures_need() {
     );
     assert!(code.contains("x-forwarded-host") && code.contains("'host'"));
     assert!(code.contains("x-forwarded-proto"));
+    assert!(code.contains("cloudfront-forwarded-proto"));
+    assert_eq!(
+        resources[function_id]["Properties"]["FunctionConfig"]["Runtime"].as_str(),
+        Some("cloudfront-js-2.0"),
+        "a response body from a viewer-request function needs cloudfront-js-2.0"
+    );
     check_function_code_with_node(code);
 }
 
-/// Runs the CloudFront Function's code with node, when node is installed.
+/// Runs the CloudFront Function's code with node, when node is installed: an https://
+/// request passes with the forwarded headers set, an http:// one is answered with our JSON
+/// error.
 fn check_function_code_with_node(code: &str) {
     let script = format!(
         "{code}\n\
-         var out = handler({{request: {{method: 'GET', uri: '/api/v2/businesses/', headers: {{\
-           host: {{value: 'd111111abcdef8.cloudfront.net'}}, \
-           'x-forwarded-host': {{value: 'spoofed.example'}}, \
-           'x-forwarded-proto': {{value: 'http'}}}}}}}});\n\
-         console.log(JSON.stringify(out.headers));\n"
+         function viewer(proto) {{\n\
+           return handler({{request: {{method: 'GET', uri: '/api/v2/businesses/', headers: {{\
+             host: {{value: 'd111111abcdef8.cloudfront.net'}}, \
+             'cloudfront-forwarded-proto': {{value: proto}}, \
+             'x-forwarded-host': {{value: 'spoofed.example'}}, \
+             'x-forwarded-proto': {{value: 'http'}}}}}}}});\n\
+         }}\n\
+         console.log(JSON.stringify({{https: viewer('https'), http: viewer('http')}}));\n"
     );
     let output = match std::process::Command::new("node")
         .args(["-e", &script])
@@ -1074,12 +1095,116 @@ fn check_function_code_with_node(code: &str) {
         "node: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let headers: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("the function's headers as JSON");
+    let out: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("the function's results as JSON");
+    // https: the request goes on, with the host the partner called.
+    let passed = &out["https"];
+    assert!(passed.get("statusCode").is_none(), "{passed}");
+    let headers = &passed["headers"];
     assert_eq!(
         headers["x-forwarded-host"]["value"], "d111111abcdef8.cloudfront.net",
         "{headers}"
     );
     assert_eq!(headers["host"]["value"], "d111111abcdef8.cloudfront.net");
     assert_eq!(headers["x-forwarded-proto"]["value"], "https", "{headers}");
+    // http: answered at the edge in our error shape.
+    let refused = &out["http"];
+    assert_eq!(refused["statusCode"], 403, "{refused}");
+    assert_eq!(
+        refused["headers"]["content-type"]["value"],
+        "application/json"
+    );
+    assert_eq!(refused["body"]["encoding"], "text");
+    let body: serde_json::Value = serde_json::from_str(
+        refused["body"]["data"]
+            .as_str()
+            .expect("the body is a string"),
+    )
+    .expect("the body is JSON");
+    let message = body["error"].as_str().expect("{\"error\": \"...\"}");
+    assert!(message.contains("https://"), "{message}");
+    assert_eq!(body.as_object().map(|o| o.len()), Some(1), "{body}");
+}
+
+/// Every unmatched request (unknown path, a method the path lacks) is routed to one
+/// function, whose handler answers before authentication with the router's 404 or 405.
+#[test]
+fn unmatched_requests_reach_a_function_that_answers_our_404_and_405() {
+    let template = template();
+    let owners: Vec<(String, Operation)> = functions(&template)
+        .iter()
+        .filter(|f| {
+            f.all_routes()
+                .iter()
+                .any(|(method, path)| path == "$default" && method == "ANY")
+        })
+        .map(|f| (f.logical_id.clone(), operation_for_dir(&f.dir)))
+        .collect();
+    assert_eq!(owners.len(), 1, "one function serves $default: {owners:?}");
+    // A read-only operation: nothing it could do for a stray request changes state.
+    assert!(!owners[0].1.writes(), "{owners:?}");
+    // What reaches it: unknown paths are 404, known paths with another method are 405.
+    for path in [
+        "/api/v2/nothing/",
+        "/api/v1/businesses/",
+        "/",
+        "/api/v2/businesses/1/x/",
+    ] {
+        assert!(
+            matches!(
+                route(&Method::GET, path),
+                Err(sitehost::error::ApiError::NotFound(_))
+            ),
+            "{path}"
+        );
+    }
+    for (method, path) in [
+        (Method::DELETE, "/api/v2/businesses/1/"),
+        (Method::GET, "/api/v2/business/"),
+        (Method::PATCH, "/api/v2/images/"),
+    ] {
+        assert!(
+            matches!(
+                route(&method, path),
+                Err(sitehost::error::ApiError::MethodNotAllowed(_))
+            ),
+            "{method} {path}"
+        );
+    }
+}
+
+/// CloudFront replaces only the origin failures our functions never answer (502, 503, 504)
+/// with a JSON error object in our shape, never our own 4xx or 500 JSON answers.
+#[test]
+fn origin_failures_are_answered_with_our_json_error() {
+    let template = template();
+    let config = &template["Resources"]["Distribution"]["Properties"]["DistributionConfig"];
+    let responses = config["CustomErrorResponses"]
+        .as_sequence()
+        .expect("CustomErrorResponses");
+    let mut codes = BTreeSet::new();
+    for response in responses {
+        let code = response["ErrorCode"].as_u64().expect("ErrorCode");
+        codes.insert(code);
+        assert_eq!(
+            response["ResponseCode"].as_u64(),
+            Some(code),
+            "{code}: same status"
+        );
+        assert_eq!(
+            response["ErrorCachingMinTTL"].as_u64(),
+            Some(0),
+            "{code}: not cached"
+        );
+        let page = str_of(&response["ResponsePagePath"], "ResponsePagePath");
+        // Served from the bucket (the default behaviour), never from the API.
+        assert!(!page.starts_with("/api/"), "{page}");
+        let file = workspace_root().join(page.trim_start_matches('/'));
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{page}: {} ({e})", file.display()));
+        let body: serde_json::Value = serde_json::from_str(&text).expect("a JSON error object");
+        assert!(body["error"].is_string(), "{body}");
+        assert_eq!(body.as_object().map(|o| o.len()), Some(1), "{body}");
+    }
+    assert_eq!(codes, BTreeSet::from([502, 503, 504]));
 }
