@@ -111,6 +111,25 @@ fn cases() -> Vec<Case> {
             ),
             expect_status: 201,
         },
+        // The singular spellings of the platform's documentation.
+        Case {
+            file: "business-create-singular.json",
+            operation: Operation::BusinessCreate,
+            method: "POST",
+            path: "/api/v2/business/",
+            query: "",
+            body: Some(json!({"business_name": "Harbour Cafe", "partner_business_id": "hc-77"})),
+            expect_status: 201,
+        },
+        Case {
+            file: "business-update-singular.json",
+            operation: Operation::BusinessUpdate,
+            method: "PUT",
+            path: "/api/v2/business/1/",
+            query: "",
+            body: Some(json!({"id": 1, "deleted": true})),
+            expect_status: 200,
+        },
     ]
 }
 
@@ -132,11 +151,12 @@ fn event_json(case: &Case, nonce: &str) -> Value {
         SIGNED_AT,
         nonce,
     );
-    let collection = if case.path.starts_with("/api/v2/images") {
-        "images"
-    } else {
-        "businesses"
-    };
+    let collection = case
+        .path
+        .trim_start_matches("/api/v2/")
+        .split('/')
+        .next()
+        .unwrap_or_default();
     let route_path = if case.path.ends_with("/1/") {
         format!("/api/v2/{collection}/{{id}}/")
     } else {
@@ -406,4 +426,67 @@ async fn a_maximum_size_upload_event_fits_the_lambda_payload_limit() {
         .handle_operation(Operation::ImageUpload, lambda::from_lambda(request))
         .await;
     assert_eq!(response.status.as_u16(), 413);
+}
+
+/// Requests no route matches reach the `$default` route's function (business-get in the
+/// template) and are answered by the router as `sitehost serve` answers them, unsigned:
+/// 404 for an unknown path, 405 with `Allow` for a method the path does not have.
+#[tokio::test]
+async fn the_default_route_answers_our_404_and_405() {
+    let (app, _dir) = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
+    for (method, path, status, allow) in [
+        ("GET", "/api/v2/nothing/", 404, None),
+        ("GET", "/favicon.ico", 404, None),
+        ("DELETE", "/api/v2/businesses/1/", 405, Some("GET, PUT")),
+        ("GET", "/api/v2/business/", 405, Some("POST")),
+        ("PATCH", "/api/v2/images/", 405, Some("GET, POST")),
+    ] {
+        let event = json!({
+            "version": "2.0",
+            "routeKey": "$default",
+            "rawPath": path,
+            "rawQueryString": "",
+            "headers": {"host": API_HOST, "accept": "*/*"},
+            "requestContext": {
+                "accountId": "123456789012",
+                "apiId": "abc123",
+                "domainName": API_HOST,
+                "domainPrefix": "abc123",
+                "http": {
+                    "method": method,
+                    "path": path,
+                    "protocol": "HTTP/1.1",
+                    "sourceIp": "203.0.113.10",
+                    "userAgent": "curl/8.5.0"
+                },
+                "requestId": "req-default",
+                "routeKey": "$default",
+                "stage": "$default",
+                "time": "01/May/2024:12:00:00 +0000",
+                "timeEpoch": SIGNED_AT * 1000
+            },
+            "isBase64Encoded": false
+        });
+        let request =
+            lambda_http::request::from_str(&event.to_string()).expect("an API Gateway event");
+        let response = lambda::to_lambda(
+            app.handle_operation(Operation::BusinessGet, lambda::from_lambda(request))
+                .await,
+        );
+        assert_eq!(response.status().as_u16(), status, "{method} {path}");
+        assert_eq!(response.headers()["content-type"], "application/json");
+        assert_eq!(
+            response
+                .headers()
+                .get("allow")
+                .and_then(|v| v.to_str().ok()),
+            allow,
+            "{method} {path}"
+        );
+        let body: Value = match response.body() {
+            lambda_http::Body::Text(t) => serde_json::from_str(t).expect("json body"),
+            other => panic!("unexpected body {other:?}"),
+        };
+        assert!(body["error"].is_string(), "{method} {path}: {body}");
+    }
 }
