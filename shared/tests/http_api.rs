@@ -1189,7 +1189,15 @@ async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
     let server = Server::start().await;
     let key = server.key("agency").await;
     let client = PartnerClient::new(&server.base, &key.key, &key.secret);
-    create(&client, json!({"business_name": "Logged"})).await;
+    // The platform's fields this service does not keep are ignored and named in the log;
+    // their values never are, nor the names of unknown fields.
+    create(
+        &client,
+        json!({"business_name": "Logged", "locations": [{"street": "VALUE-NOT-LOGGED"}],
+               "services": ["VALUE-NOT-LOGGED"], "category": {"name": "VALUE-NOT-LOGGED"},
+               "made_up_field_name": 1}),
+    )
+    .await;
     let forged = PartnerClient::new(&server.base, &key.key, "not-the-secret");
     let forged_path = "/api/v2/businesses/987654321/";
     assert_eq!(
@@ -1224,11 +1232,87 @@ async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
         .unwrap_or_else(|| panic!("no request line for the forged update in {text}"));
     assert_eq!(refused["status"], 401);
     assert!(refused.get("key").is_none() && refused.get("account_id").is_none());
+    let ignored: Vec<Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|line| line["fields"].clone())
+        .filter(|fields| fields["message"] == "business fields ignored")
+        .collect();
+    assert!(
+        ignored
+            .iter()
+            .any(|f| f["ignored_fields"] == "category,locations,services"
+                && f["unknown_fields"] == 1),
+        "no ignored-fields line for the create in {text}"
+    );
+    assert!(
+        !text.contains("VALUE-NOT-LOGGED"),
+        "a field value reached the logs"
+    );
+    assert!(
+        !text.contains("made_up_field_name"),
+        "a client's field name reached the logs"
+    );
     assert!(!text.contains(&key.secret), "the secret reached the logs");
     assert!(
         !text.contains("oauth_signature"),
         "a signature reached the logs"
     );
+}
+
+/// The platform's documentation spells the business writes in the singular: they create and
+/// update the same businesses; a GET there is a 405 naming the one method the path has.
+#[tokio::test]
+async fn singular_business_paths_create_and_update() {
+    let server = Server::start().await;
+    let client = server.client("agency", None).await;
+    let mut ids = Vec::new();
+    for path in ["/api/v2/business/", "/api/v2/business"] {
+        let reply = client
+            .post(
+                path,
+                &json!({"business_name": "Singular", "locations": [], "services": []}),
+            )
+            .await
+            .expect("post");
+        assert_eq!(reply.status, 201, "{path}: {}", reply.body);
+        let id = reply.body["id"].as_i64().expect("id");
+        assert_eq!(
+            reply.body["resource_uri"],
+            format!("/api/v2/businesses/{id}/")
+        );
+        ids.push(id);
+    }
+    let id = ids[0];
+    for path in [
+        format!("/api/v2/business/{id}/"),
+        format!("/api/v2/business/{id}"),
+    ] {
+        let reply = client
+            .put(&path, &json!({"business_name": format!("Renamed {path}")}))
+            .await
+            .expect("put");
+        assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+    }
+    let stored = client
+        .get(&format!("/api/v2/businesses/{id}/"))
+        .await
+        .expect("get");
+    assert_eq!(
+        stored.body["business_name"],
+        format!("Renamed /api/v2/business/{id}")
+    );
+    for (path, allow) in [
+        ("/api/v2/business/".to_string(), "POST"),
+        (format!("/api/v2/business/{id}/"), "PUT"),
+    ] {
+        let reply = client.get(&path).await.expect("get");
+        assert_eq!(reply.status, 405, "{path}");
+        assert_eq!(
+            reply.headers.get("allow").and_then(|v| v.to_str().ok()),
+            Some(allow)
+        );
+    }
 }
 
 /// The answers outside the operations (405 with `Allow`, 404 for an unknown path, 413) are
