@@ -149,6 +149,11 @@ impl Function {
                 Some("HttpApi"),
                 "{what}: ApiId must be !Ref HttpApi"
             );
+            // Neither Path nor Method is how SAM spells the `$default` route (any method).
+            if props.get("Path").is_none() && props.get("Method").is_none() {
+                routes.push(("ANY".to_string(), "$default".to_string()));
+                continue;
+            }
             routes.push((
                 str_of(&props["Method"], &what).to_ascii_uppercase(),
                 str_of(&props["Path"], &what).to_string(),
