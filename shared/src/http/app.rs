@@ -49,7 +49,10 @@ impl App {
         self.respond(req, None).await
     }
 
-    /// Serves a request for one operation only (a Lambda function); any other route is 404.
+    /// Serves a request for one operation only (a Lambda function); any other operation's
+    /// route is 404. An unknown path (404) or method (405 with `Allow`) is answered as
+    /// `handle` answers it, before authentication: the function behind API Gateway's
+    /// `$default` route relies on that.
     pub async fn handle_operation(&self, operation: Operation, req: ApiRequest) -> ApiResponse {
         self.respond(req, Some(operation)).await
     }
