@@ -1,12 +1,9 @@
 //! Request budgets: one counter item per key, kind and one-minute window.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, ReturnValue};
 
-use super::items::{self, get_n, n};
-use super::{aws_error, log_capacity, DynamoStore};
+use super::items;
+use super::DynamoStore;
 use crate::error::Result;
 use crate::store::{budget_window, BudgetDecision, BudgetKind, BudgetStore, BUDGET_WINDOW_SECS};
 
@@ -24,23 +21,14 @@ impl BudgetStore for DynamoStore {
         now: i64,
     ) -> Result<BudgetDecision> {
         let (window, retry_after) = budget_window(now);
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(items::budget_key(key, kind.name(), window)))
-            .update_expression("ADD #n :one SET #e = :expires")
-            .expression_attribute_names("#n", "n")
-            .expression_attribute_names("#e", "expires_at")
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":expires", n(window + 2 * BUDGET_WINDOW_SECS))
-            .return_values(ReturnValue::UpdatedNew)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map_err(|e| aws_error("UpdateItem (budget)", e))?;
-        log_capacity("UpdateItem", out.consumed_capacity());
-        let count: i64 = get_n(out.attributes().unwrap_or(&HashMap::new()), "n")?;
+        let count = self
+            .add_to_counter(
+                "budget",
+                items::budget_key(key, kind.name(), window),
+                1,
+                Some(window + 2 * BUDGET_WINDOW_SECS),
+            )
+            .await?;
         Ok(if u64::try_from(count).is_ok_and(|count| count <= limit) {
             BudgetDecision::Admitted
         } else {

@@ -192,21 +192,9 @@ impl DynamoStore {
             Seq::Business | Seq::Image => i64::from(self.id_block),
             Seq::Account | Seq::User => 1,
         };
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(items::seq_key(seq)))
-            .update_expression("ADD #n :block")
-            .expression_attribute_names("#n", "n")
-            .expression_attribute_values(":block", n(block))
-            .return_values(ReturnValue::UpdatedNew)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map_err(|e| aws_error("UpdateItem (sequence)", e))?;
-        log_capacity("UpdateItem", out.consumed_capacity());
-        let last: i64 = get_n(out.attributes().unwrap_or(&HashMap::new()), "n")?;
+        let last = self
+            .add_to_counter("sequence", items::seq_key(seq), block, None)
+            .await?;
         let first = last - block + 1;
         if block > 1 {
             let mut spare = self.spare_ids.lock().unwrap_or_else(|p| p.into_inner());
@@ -216,6 +204,39 @@ impl DynamoStore {
     }
 
     /// A (consistent) `GetItem`.
+    /// `UpdateItem ADD n :amount` on a counter item (setting its TTL `expires_at` when
+    /// given), answering the counter's new value: id sequences and request budgets.
+    async fn add_to_counter(
+        &self,
+        what: &str,
+        key: Item,
+        amount: i64,
+        expires_at: Option<i64>,
+    ) -> Result<i64> {
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .expression_attribute_names("#n", "n")
+            .expression_attribute_values(":amount", n(amount))
+            .return_values(ReturnValue::UpdatedNew)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total);
+        update = match expires_at {
+            Some(at) => update
+                .update_expression("ADD #n :amount SET #e = :expires")
+                .expression_attribute_names("#e", "expires_at")
+                .expression_attribute_values(":expires", n(at)),
+            None => update.update_expression("ADD #n :amount"),
+        };
+        let out = update
+            .send()
+            .await
+            .map_err(|e| aws_error(&format!("UpdateItem ({what})"), e))?;
+        log_capacity("UpdateItem", out.consumed_capacity());
+        get_n(out.attributes().unwrap_or(&HashMap::new()), "n")
+    }
+
     async fn get_item(&self, key: Item) -> Result<Option<Item>> {
         let out = self
             .client
