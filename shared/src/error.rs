@@ -35,9 +35,10 @@ pub enum ApiError {
         message: String,
         retry_after_secs: u64,
     },
-    /// Our fault. The message goes to the logs only; the client sees a generic text.
-    #[error("internal error: {0}")]
-    Internal(String),
+    /// Our fault. The cause chain goes to the logs only ([`chain`]); the client sees a
+    /// generic text. `?` on an `anyhow::Result` (`.context("what we were doing")`) lands here.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
 }
 
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
@@ -55,8 +56,9 @@ impl ApiError {
         Self::field("__all__", message)
     }
 
-    pub fn internal(err: impl std::fmt::Display) -> Self {
-        ApiError::Internal(err.to_string())
+    /// An internal error with no underlying cause: a broken invariant of our own.
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        ApiError::Internal(anyhow::anyhow!("{message}"))
     }
 
     pub fn status(&self) -> u16 {
@@ -90,6 +92,19 @@ impl ApiError {
     }
 }
 
+/// An error and every cause below it, outermost first: `context: cause: root cause`. The log
+/// line of a 500 carries this; the client never sees it.
+pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
+}
+
 /// Collects several field errors before failing, so a client sees all of them at once.
 #[derive(Debug, Default)]
 pub struct FieldErrors(BTreeMap<String, Vec<String>>);
@@ -119,6 +134,15 @@ mod tests {
     fn internal_errors_hide_details() {
         let err = ApiError::internal("dynamodb said: secret table name");
         assert_eq!(err.status(), 500);
+        assert_eq!(err.body(), json!({"error": "internal server error"}));
+    }
+
+    #[test]
+    fn internal_errors_keep_their_cause_chain() {
+        let root = std::io::Error::other("disk on fire");
+        let err = ApiError::from(anyhow::Error::new(root).context("writing img/a.jpg"));
+        assert_eq!(err.status(), 500);
+        assert_eq!(chain(&err), "writing img/a.jpg: disk on fire");
         assert_eq!(err.body(), json!({"error": "internal server error"}));
     }
 

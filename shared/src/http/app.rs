@@ -65,8 +65,9 @@ impl App {
         let response = match result {
             Ok(response) => response,
             Err(err) => {
-                if let ApiError::Internal(detail) = &err {
-                    tracing::error!(error = %detail, method = %req.method, path = %req.path, "request failed");
+                if let ApiError::Internal(_) = &err {
+                    let chain = crate::error::chain(&err);
+                    tracing::error!(error = %chain, method = %req.method, path = %req.path, "request failed");
                 }
                 let response = ApiResponse::error(&err);
                 match err {

@@ -4,6 +4,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use anyhow::Context;
 use async_trait::async_trait;
 use bytes::Bytes;
 
@@ -69,7 +70,7 @@ impl LocalFiles {
     pub fn open(data_dir: &Path) -> Result<Self> {
         let root = data_dir.join("files");
         std::fs::create_dir_all(&root)
-            .map_err(|e| ApiError::internal(format!("cannot create {}: {e}", root.display())))?;
+            .with_context(|| format!("cannot create {}", root.display()))?;
         Ok(LocalFiles { root })
     }
 
@@ -114,17 +115,17 @@ impl FileStore for LocalFiles {
         if let Some(dir) = file.parent() {
             tokio::fs::create_dir_all(dir)
                 .await
-                .map_err(ApiError::internal)?;
+                .with_context(|| format!("cannot create {}", dir.display()))?;
         }
         // Write a temporary file and rename it, so a reader never sees half a file; link
         // instead of rename so an existing file is never replaced.
         let temp = file.with_extension(format!("tmp-{}", rand::random::<u64>()));
         tokio::fs::write(&temp, &bytes)
             .await
-            .map_err(ApiError::internal)?;
+            .with_context(|| format!("cannot write {}", temp.display()))?;
         let linked = tokio::fs::hard_link(&temp, &file).await;
         let _ = tokio::fs::remove_file(&temp).await;
-        linked.map_err(|e| ApiError::internal(format!("cannot store {path}: {e}")))
+        Ok(linked.with_context(|| format!("cannot store {path}"))?)
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
@@ -134,7 +135,9 @@ impl FileStore for LocalFiles {
         match tokio::fs::remove_file(&file).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(ApiError::internal(e)),
+            Err(e) => Err(anyhow::Error::new(e)
+                .context(format!("cannot delete {path}"))
+                .into()),
         }
     }
 
@@ -144,7 +147,7 @@ impl FileStore for LocalFiles {
         let prefix = prefix.to_string();
         let files = tokio::task::spawn_blocking(move || list_local(&root, &prefix))
             .await
-            .map_err(ApiError::internal)??;
+            .context("listing files")??;
         Ok(FilePage { files, next: None })
     }
 }
@@ -162,12 +165,18 @@ fn list_local(root: &Path, prefix: &str) -> Result<Vec<StoredFile>> {
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(ApiError::internal(format!("{}: {e}", dir.display()))),
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context(format!("cannot list {}", dir.display()))
+                    .into())
+            }
         };
         for entry in entries {
-            let entry = entry.map_err(ApiError::internal)?;
+            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
             // Symlinks are neither followed nor listed: only what `put` wrote counts.
-            let meta = entry.metadata().map_err(ApiError::internal)?;
+            let meta = entry
+                .metadata()
+                .with_context(|| format!("cannot stat {}", entry.path().display()))?;
             let path = entry.path();
             if meta.is_dir() {
                 dirs.push(path);

@@ -1,11 +1,12 @@
 //! Upload files in S3, served publicly through the CloudFront frontend host.
 
+use anyhow::Context;
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 
 use super::files::{FilePage, FileStore, StoredFile, CACHE_CONTROL};
-use crate::error::{ApiError, Result};
+use crate::error::Result;
 
 pub struct S3Files {
     client: aws_sdk_s3::Client,
@@ -33,13 +34,8 @@ impl FileStore for S3Files {
             .body(ByteStream::from(bytes))
             .send()
             .await
-            .map(|_| ())
-            .map_err(|e| {
-                ApiError::internal(format!(
-                    "s3 put {path}: {}",
-                    aws_sdk_s3::error::DisplayErrorContext(e)
-                ))
-            })
+            .with_context(|| format!("s3 put {path}"))?;
+        Ok(())
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
@@ -49,13 +45,8 @@ impl FileStore for S3Files {
             .key(path)
             .send()
             .await
-            .map(|_| ())
-            .map_err(|e| {
-                ApiError::internal(format!(
-                    "s3 delete {path}: {}",
-                    aws_sdk_s3::error::DisplayErrorContext(e)
-                ))
-            })
+            .with_context(|| format!("s3 delete {path}"))?;
+        Ok(())
     }
 
     /// One `ListObjectsV2` page (up to 1,000 keys, in key order) with `LastModified`.
@@ -68,12 +59,7 @@ impl FileStore for S3Files {
             .set_continuation_token(next)
             .send()
             .await
-            .map_err(|e| {
-                ApiError::internal(format!(
-                    "s3 list {prefix}: {}",
-                    aws_sdk_s3::error::DisplayErrorContext(e)
-                ))
-            })?;
+            .with_context(|| format!("s3 list {prefix}"))?;
         let files = out
             .contents()
             .iter()

@@ -93,7 +93,7 @@ pub struct SqliteStore {
 }
 
 fn db_error(err: rusqlite::Error) -> ApiError {
-    ApiError::internal(format!("sqlite: {err}"))
+    ApiError::from(anyhow::Error::new(err).context("sqlite"))
 }
 
 fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {

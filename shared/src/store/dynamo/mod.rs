@@ -6,7 +6,6 @@ use std::ops::RangeInclusive;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     ConditionCheck, ConsumedCapacity, Delete, KeysAndAttributes, Put, ReturnConsumedCapacity,
@@ -82,11 +81,8 @@ impl TxOutcome {
     }
 }
 
-fn aws_error(operation: &str, err: impl std::error::Error) -> ApiError {
-    ApiError::internal(format!(
-        "dynamodb {operation}: {}",
-        DisplayErrorContext(&err)
-    ))
+fn aws_error(operation: &str, err: impl std::error::Error + Send + Sync + 'static) -> ApiError {
+    ApiError::from(anyhow::Error::new(err).context(format!("dynamodb {operation}")))
 }
 
 /// A conditional write's result: `Some(output)` when it was written, `None` when its
@@ -96,8 +92,8 @@ fn conditional<O, E, R>(
     result: std::result::Result<O, aws_sdk_dynamodb::error::SdkError<E, R>>,
 ) -> Result<Option<O>>
 where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
     match result {
         Ok(out) => Ok(Some(out)),
@@ -111,8 +107,8 @@ where
     }
 }
 
-fn build_error(err: impl std::fmt::Display) -> ApiError {
-    ApiError::internal(format!("dynamodb request: {err}"))
+fn build_error(err: aws_sdk_dynamodb::error::BuildError) -> ApiError {
+    ApiError::from(anyhow::Error::new(err).context("building a dynamodb request"))
 }
 
 fn log_capacity(operation: &'static str, capacity: Option<&ConsumedCapacity>) {
