@@ -9,8 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 use sitehost::auth::{ApiKey, NewKey};
 use sitehost::clock::{format_timestamp, Clock, SystemClock};
-use sitehost::config::{Config, StoreKind};
-use sitehost::http::server::ServerLimits;
+use sitehost::config::{Config, Defaults, StoreKind};
 use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
 
@@ -173,39 +172,28 @@ enum KeysCommand {
 #[derive(Args, Clone)]
 struct StoreArgs {
     /// `embedded` (SQLite and files under --data-dir) or `dynamodb` (through the normal AWS
-    /// configuration; AWS_ENDPOINT_URL works).
-    #[arg(long, env = "SITEHOST_STORE", default_value = "embedded")]
-    store: String,
-    /// Data directory of the embedded store.
-    #[arg(long, env = "SITEHOST_DATA_DIR", default_value = ".sitehost")]
-    data_dir: PathBuf,
-    /// DynamoDB table, with --store dynamodb.
-    #[arg(long, env = "SITEHOST_TABLE")]
+    /// configuration; AWS_ENDPOINT_URL works). Default: SITEHOST_STORE, else embedded.
+    #[arg(long)]
+    store: Option<String>,
+    /// Data directory of the embedded store. Default: SITEHOST_DATA_DIR, else .sitehost.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// DynamoDB table, with --store dynamodb. Default: SITEHOST_TABLE.
+    #[arg(long)]
     table: Option<String>,
 }
 
 impl StoreArgs {
+    /// The one reading of the configuration: the command's defaults and these options,
+    /// which win over the environment.
     fn config(&self) -> Result<Config, String> {
-        let mut config = Config::from_env("embedded").map_err(|e| e.to_string())?;
-        config.default_scheme =
-            std::env::var("SITEHOST_DEFAULT_SCHEME").unwrap_or_else(|_| "http".into());
-        config.store = match self.store.as_str() {
-            "embedded" => StoreKind::Embedded {
-                data_dir: self.data_dir.clone(),
-            },
-            "dynamodb" => StoreKind::DynamoDb {
-                table: self
-                    .table
-                    .clone()
-                    .ok_or("--store dynamodb needs --table or SITEHOST_TABLE")?,
-            },
-            other => {
-                return Err(format!(
-                    "--store must be embedded or dynamodb, not '{other}'"
-                ))
-            }
-        };
-        Ok(config)
+        Config::from_env(Defaults {
+            store_choice: self.store.clone(),
+            data_dir_choice: self.data_dir.clone(),
+            table_choice: self.table.clone(),
+            ..Defaults::command()
+        })
+        .map_err(|e| e.to_string())
     }
 
     async fn open(&self) -> Result<(Config, Stores), String> {
@@ -251,8 +239,8 @@ async fn create_key(
 }
 
 async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
-    let limits = ServerLimits::from_env().map_err(|e| e.to_string())?;
     let (config, stores) = store_args.open().await?;
+    let limits = config.server.clone();
     let store = &stores.records;
     store
         .prepare_nonce_memory()
@@ -284,7 +272,7 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
 
 fn variants(file: &std::path::Path, outdir: &std::path::Path) -> Result<(), String> {
     use sitehost::image::pipeline::{process_file_timed, write_variants};
-    let limits = Config::from_env("embedded")
+    let limits = Config::from_env(Defaults::command())
         .map_err(|e| e.to_string())?
         .image_limits;
     let processed = process_file_timed(file, &limits).map_err(|e| match e {

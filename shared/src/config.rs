@@ -1,9 +1,16 @@
-//! Settings from the environment, read once per cold start. Every variable is listed in the
-//! README.
+//! Settings from the environment, read once per process (a function's cold start, a
+//! `sitehost` command) by [`Config::from_env`], the only reader of `SITEHOST_*` variables.
+//! Every variable is listed in the README.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use crate::error::{ApiError, Result};
+/// A setting that cannot be used: the process does not start. Never an API error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
+pub type ConfigResult<T> = std::result::Result<T, ConfigError>;
 
 /// Which record store to use.
 #[derive(Debug, Clone, PartialEq)]
@@ -12,6 +19,43 @@ pub enum StoreKind {
     Embedded { data_dir: PathBuf },
     /// DynamoDB through the normal AWS configuration (`AWS_ENDPOINT_URL` works).
     DynamoDb { table: String },
+}
+
+/// What the process reading the configuration decides rather than the environment: its
+/// defaults (a function defaults to DynamoDB and https, the `sitehost` command to the
+/// embedded store and http) and the command line's choices, which win over variables.
+#[derive(Debug, Clone)]
+pub struct Defaults {
+    /// `embedded` or `dynamodb`, when neither a choice nor `SITEHOST_STORE` says.
+    pub store: &'static str,
+    /// When `SITEHOST_DEFAULT_SCHEME` is unset.
+    pub scheme: &'static str,
+    /// `--store`, `--data-dir`, `--table`.
+    pub store_choice: Option<String>,
+    pub data_dir_choice: Option<PathBuf>,
+    pub table_choice: Option<String>,
+}
+
+impl Defaults {
+    /// A Lambda function.
+    pub fn lambda() -> Self {
+        Defaults {
+            store: "dynamodb",
+            scheme: "https",
+            store_choice: None,
+            data_dir_choice: None,
+            table_choice: None,
+        }
+    }
+
+    /// The `sitehost` command.
+    pub fn command() -> Self {
+        Defaults {
+            store: "embedded",
+            scheme: "http",
+            ..Defaults::lambda()
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -38,11 +82,184 @@ pub struct Config {
     /// Per-key request budgets (429 beyond).
     pub budgets: RequestBudgets,
     /// Pixel and side limits, checked from the header before decoding.
-    #[cfg(feature = "images")]
-    pub image_limits: crate::image::pipeline::Limits,
+    pub image_limits: ImageLimits,
     /// External URL fetching: size cap, timeouts, the test-only allowlist.
-    #[cfg(feature = "images")]
-    pub fetch: crate::image::fetch::FetchConfig,
+    pub fetch: FetchConfig,
+    /// What `sitehost serve` allows a client (Lambda has API Gateway's).
+    pub server: ServerLimits,
+}
+
+/// Size limits, checked against the header before any pixel is decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageLimits {
+    /// Most pixels (width x height) an image may have.
+    pub max_pixels: u64,
+    /// Most pixels along either side.
+    pub max_side: u32,
+}
+
+impl Default for ImageLimits {
+    /// 50 megapixels and 16,384 pixels a side.
+    fn default() -> Self {
+        ImageLimits {
+            max_pixels: 50_000_000,
+            max_side: 16_384,
+        }
+    }
+}
+
+const ENV_ALLOW_HOSTS: &str = "SITEHOST_FETCH_ALLOW_HOSTS";
+const ENV_FETCH_MAX_BYTES: &str = "SITEHOST_FETCH_MAX_BYTES";
+/// Set by the Lambda runtime in every function's environment.
+const ENV_LAMBDA_FUNCTION: &str = "AWS_LAMBDA_FUNCTION_NAME";
+const DEFAULT_FETCH_MAX_BYTES: u64 = 25 * 1024 * 1024;
+
+/// URL fetching: limits and the test-only allowlist.
+#[derive(Debug, Clone)]
+pub struct FetchConfig {
+    /// `host` or `host:port` entries (lower case) exempt from the address check. For local
+    /// testing only; empty in every deployed stage.
+    pub allow_hosts: Vec<String>,
+    /// Largest body accepted, in bytes.
+    pub max_bytes: u64,
+    /// Per connection attempt: DNS, TCP and TLS.
+    pub connect_timeout: Duration,
+    /// The whole fetch: every hop, including reading the body.
+    pub total_timeout: Duration,
+    pub max_redirects: usize,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        FetchConfig {
+            allow_hosts: Vec::new(),
+            max_bytes: DEFAULT_FETCH_MAX_BYTES,
+            connect_timeout: Duration::from_secs(3),
+            total_timeout: Duration::from_secs(15),
+            max_redirects: 3,
+        }
+    }
+}
+
+impl FetchConfig {
+    /// `SITEHOST_FETCH_ALLOW_HOSTS` (comma-separated, default empty) and
+    /// `SITEHOST_FETCH_MAX_BYTES` (default 25 MiB). A malformed value is our own
+    /// misconfiguration, so it fails the start rather than being ignored.
+    pub fn from_values(allow_hosts: Option<&str>, max_bytes: Option<&str>) -> ConfigResult<Self> {
+        let mut config = FetchConfig::default();
+        if let Some(list) = allow_hosts {
+            config.allow_hosts = parse_allow_hosts(list)?;
+        }
+        if let Some(raw) = max_bytes.map(str::trim).filter(|s| !s.is_empty()) {
+            config.max_bytes = match raw.parse::<u64>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(ConfigError(format!(
+                        "{ENV_FETCH_MAX_BYTES} must be a positive number of bytes, got {raw:?}"
+                    )))
+                }
+            };
+        }
+        Ok(config)
+    }
+
+    /// The allowlist turns the address check off for its hosts; it exists for tests against
+    /// local servers and must never reach a deployment: on Lambda (`lambda_function`, the
+    /// value of `AWS_LAMBDA_FUNCTION_NAME`) a non-empty allowlist fails the cold start.
+    pub fn refuse_allowlist_on_lambda(&self, lambda_function: Option<&str>) -> ConfigResult<()> {
+        let Some(function) = lambda_function.filter(|name| !name.trim().is_empty()) else {
+            return Ok(());
+        };
+        if self.allow_hosts.is_empty() {
+            return Ok(());
+        }
+        tracing::error!(
+            function,
+            allow_hosts = ?self.allow_hosts,
+            "{ENV_ALLOW_HOSTS} is set on Lambda; refusing to start (it disables the fetch address check and is for local testing only)"
+        );
+        Err(ConfigError(format!(
+            "{ENV_ALLOW_HOSTS} is for local testing only and must not be set on Lambda \
+             (function {function}); remove it from the function's environment"
+        )))
+    }
+}
+
+fn parse_allow_hosts(list: &str) -> ConfigResult<Vec<String>> {
+    let mut hosts = Vec::new();
+    for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        // A URL here would silently never match; say so at the start instead.
+        if entry.contains('/') || entry.contains('@') {
+            return Err(ConfigError(format!(
+                "{ENV_ALLOW_HOSTS} entries are host or host:port, got {entry:?}"
+            )));
+        }
+        hosts.push(entry.to_ascii_lowercase());
+    }
+    Ok(hosts)
+}
+
+/// How much a client may cost `sitehost serve`: how long it may take to send a request,
+/// and how many image uploads (each decodes up to `SITEHOST_MAX_PIXELS` pixels) run at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerLimits {
+    /// From accepting a connection (or finishing the previous request on it) to the end
+    /// of the request head; a slower client is disconnected.
+    pub header_timeout: Duration,
+    /// From the end of the head to the end of the body; a slower client gets 408.
+    pub body_timeout: Duration,
+    /// Image uploads processed at once; more wait for a slot.
+    pub max_uploads: usize,
+    /// How long an upload waits for a slot before it gets 503 with `Retry-After`.
+    pub upload_wait: Duration,
+}
+
+/// Most permits a tokio semaphore holds.
+const MAX_UPLOAD_SLOTS: usize = usize::MAX >> 3;
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(60),
+            // The pipeline is CPU-bound: more at once than cores only adds memory.
+            max_uploads: std::thread::available_parallelism().map_or(2, usize::from),
+            upload_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+impl ServerLimits {
+    fn from_env() -> ConfigResult<Self> {
+        let defaults = ServerLimits::default();
+        let seconds = |name, default: Duration| {
+            positive_setting(name, default.as_secs()).map(Duration::from_secs)
+        };
+        Ok(ServerLimits {
+            header_timeout: seconds("SITEHOST_HEADER_TIMEOUT_SECS", defaults.header_timeout)?,
+            body_timeout: seconds("SITEHOST_BODY_TIMEOUT_SECS", defaults.body_timeout)?,
+            max_uploads: usize::try_from(positive_setting(
+                "SITEHOST_MAX_UPLOADS",
+                defaults.max_uploads as u64,
+            )?)
+            .unwrap_or(usize::MAX)
+            .min(MAX_UPLOAD_SLOTS),
+            upload_wait: seconds("SITEHOST_UPLOAD_WAIT_SECS", defaults.upload_wait)?,
+        })
+    }
+}
+
+/// A positive whole number from the environment, or `default` when unset.
+fn positive_setting(name: &str, default: u64) -> ConfigResult<u64> {
+    match var(name) {
+        None => Ok(default),
+        Some(raw) => match raw.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(ConfigError(format!(
+                "{name} must be a positive whole number, not {raw:?}"
+            ))),
+        },
+    }
 }
 
 /// 4560 KiB: its base64 is 6 MiB less 64 KiB, which leaves the rest of a Lambda event
@@ -79,7 +296,7 @@ impl Default for RequestBudgets {
 }
 
 impl RequestBudgets {
-    fn from_env() -> Result<Self> {
+    fn from_env() -> ConfigResult<Self> {
         Ok(RequestBudgets {
             requests_per_minute: parse_number(
                 "SITEHOST_REQUESTS_PER_MINUTE",
@@ -93,10 +310,9 @@ impl RequestBudgets {
     }
 }
 
-#[cfg(feature = "images")]
-fn image_limits_from_env() -> Result<crate::image::pipeline::Limits> {
-    let defaults = crate::image::pipeline::Limits::default();
-    Ok(crate::image::pipeline::Limits {
+fn image_limits_from_env() -> ConfigResult<ImageLimits> {
+    let defaults = ImageLimits::default();
+    Ok(ImageLimits {
         max_pixels: parse_number("SITEHOST_MAX_PIXELS", defaults.max_pixels)?,
         max_side: parse_number("SITEHOST_MAX_SIDE", defaults.max_side)?,
     })
@@ -108,37 +324,51 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-fn parse_number<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
+fn parse_number<T: std::str::FromStr>(name: &str, default: T) -> ConfigResult<T> {
     match var(name) {
         None => Ok(default),
         Some(v) => v
             .trim()
             .parse()
-            .map_err(|_| ApiError::internal(format!("{name} must be a number, not '{v}'"))),
+            .map_err(|_| ConfigError(format!("{name} must be a number, not '{v}'"))),
     }
 }
 
 impl Config {
-    /// Reads `SITEHOST_*` variables. `default_store` (`embedded` or `dynamodb`) applies when
-    /// `SITEHOST_STORE` is unset.
-    pub fn from_env(default_store: &str) -> Result<Self> {
-        let store = match var("SITEHOST_STORE").as_deref().unwrap_or(default_store) {
+    /// Reads every `SITEHOST_*` variable (and notes whether this is Lambda), once.
+    pub fn from_env(defaults: Defaults) -> ConfigResult<Self> {
+        let store_name = defaults
+            .store_choice
+            .or_else(|| var("SITEHOST_STORE"))
+            .unwrap_or_else(|| defaults.store.to_string());
+        let store = match store_name.as_str() {
             "dynamodb" => StoreKind::DynamoDb {
-                table: var("SITEHOST_TABLE").ok_or_else(|| {
-                    ApiError::internal("SITEHOST_STORE=dynamodb needs SITEHOST_TABLE")
-                })?,
+                table: defaults
+                    .table_choice
+                    .or_else(|| var("SITEHOST_TABLE"))
+                    .ok_or_else(|| {
+                        ConfigError(
+                            "the dynamodb store needs a table (SITEHOST_TABLE or --table)".into(),
+                        )
+                    })?,
             },
             "embedded" => StoreKind::Embedded {
-                data_dir: var("SITEHOST_DATA_DIR")
-                    .map(PathBuf::from)
+                data_dir: defaults
+                    .data_dir_choice
+                    .or_else(|| var("SITEHOST_DATA_DIR").map(PathBuf::from))
                     .unwrap_or_else(|| PathBuf::from(".sitehost")),
             },
             other => {
-                return Err(ApiError::internal(format!(
-                    "SITEHOST_STORE must be 'embedded' or 'dynamodb', not '{other}'"
+                return Err(ConfigError(format!(
+                    "the store (SITEHOST_STORE or --store) must be 'embedded' or 'dynamodb', not '{other}'"
                 )))
             }
         };
+        let fetch = FetchConfig::from_values(
+            var(ENV_ALLOW_HOSTS).as_deref(),
+            var(ENV_FETCH_MAX_BYTES).as_deref(),
+        )?;
+        fetch.refuse_allowlist_on_lambda(var(ENV_LAMBDA_FUNCTION).as_deref())?;
         Ok(Config {
             store,
             public_hosts: var("SITEHOST_PUBLIC_HOSTS")
@@ -149,7 +379,8 @@ impl Config {
                         .collect()
                 })
                 .unwrap_or_default(),
-            default_scheme: var("SITEHOST_DEFAULT_SCHEME").unwrap_or_else(|| "https".into()),
+            default_scheme: var("SITEHOST_DEFAULT_SCHEME")
+                .unwrap_or_else(|| defaults.scheme.to_string()),
             origin_verify: var("SITEHOST_ORIGIN_VERIFY")
                 .and_then(|v| crate::auth::OriginSecret::new(&v)),
             max_body_bytes: parse_number("SITEHOST_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?,
@@ -157,10 +388,9 @@ impl Config {
             bucket: var("SITEHOST_BUCKET"),
             upload_max_bytes: parse_number("SITEHOST_UPLOAD_MAX_BYTES", DEFAULT_UPLOAD_MAX_BYTES)?,
             budgets: RequestBudgets::from_env()?,
-            #[cfg(feature = "images")]
             image_limits: image_limits_from_env()?,
-            #[cfg(feature = "images")]
-            fetch: crate::image::fetch::FetchConfig::from_env()?,
+            fetch,
+            server: ServerLimits::from_env()?,
         })
     }
 
@@ -176,10 +406,9 @@ impl Config {
             bucket: None,
             upload_max_bytes: DEFAULT_UPLOAD_MAX_BYTES,
             budgets: RequestBudgets::default(),
-            #[cfg(feature = "images")]
-            image_limits: crate::image::pipeline::Limits::default(),
-            #[cfg(feature = "images")]
-            fetch: crate::image::fetch::FetchConfig::default(),
+            image_limits: ImageLimits::default(),
+            fetch: FetchConfig::default(),
+            server: ServerLimits::default(),
         }
     }
 }

@@ -60,7 +60,7 @@ pub async fn run(app: Arc<App>, operation: Operation) -> Result<(), lambda_http:
 /// runtime loop for its one operation.
 pub async fn start(operation: Operation) -> Result<(), lambda_http::Error> {
     crate::telemetry::init_lambda();
-    let config = crate::config::Config::from_env("dynamodb")?;
+    let config = crate::config::Config::from_env(crate::config::Defaults::lambda())?;
     let stores = crate::store::open(&config).await?;
     run(Arc::new(App::new(stores, config)?), operation).await
 }

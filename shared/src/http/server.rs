@@ -5,7 +5,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -20,82 +19,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::error::{ApiError, Result};
 use crate::http::{route, ApiRequest, ApiResponse, App, Operation};
 
-const ENV_HEADER_TIMEOUT: &str = "SITEHOST_HEADER_TIMEOUT_SECS";
-const ENV_BODY_TIMEOUT: &str = "SITEHOST_BODY_TIMEOUT_SECS";
-const ENV_MAX_UPLOADS: &str = "SITEHOST_MAX_UPLOADS";
-const ENV_UPLOAD_WAIT: &str = "SITEHOST_UPLOAD_WAIT_SECS";
 /// What a refused upload is told to wait before trying again.
 const UPLOAD_RETRY_AFTER_SECS: u64 = 2;
 
-/// How much a client may cost the server: how long it may take to send a request, and how
-/// many image uploads (each decodes up to `SITEHOST_MAX_PIXELS` pixels) run at once.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServerLimits {
-    /// From a connection's first read (or the end of the previous response, for an idle
-    /// keep-alive connection) to the end of the request head. hyper closes the connection
-    /// (with a 408 when it can) when it passes.
-    pub header_timeout: Duration,
-    /// To read a whole request body, once the head is in: 408 and the connection closed.
-    pub body_timeout: Duration,
-    /// Image uploads processed at once; more wait for a slot.
-    pub max_uploads: usize,
-    /// How long an upload waits for a slot before it gets 503 with `Retry-After`.
-    pub upload_wait: Duration,
-}
-
-impl Default for ServerLimits {
-    fn default() -> Self {
-        ServerLimits {
-            header_timeout: Duration::from_secs(30),
-            body_timeout: Duration::from_secs(60),
-            // The pipeline is CPU-bound: more at once than cores only adds memory.
-            max_uploads: std::thread::available_parallelism().map_or(2, usize::from),
-            upload_wait: Duration::from_secs(5),
-        }
-    }
-}
-
-/// A positive whole number from the environment, or `default` when unset.
-fn positive_setting(name: &str, default: u64) -> Result<u64> {
-    match std::env::var(name) {
-        Ok(raw) if !raw.trim().is_empty() => match raw.trim().parse::<u64>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(ApiError::internal(format!(
-                "{name} must be a positive whole number, not {raw:?}"
-            ))),
-        },
-        _ => Ok(default),
-    }
-}
-
-impl ServerLimits {
-    /// Reads `SITEHOST_HEADER_TIMEOUT_SECS`, `SITEHOST_BODY_TIMEOUT_SECS`,
-    /// `SITEHOST_MAX_UPLOADS` and `SITEHOST_UPLOAD_WAIT_SECS`; a malformed value fails the
-    /// start.
-    pub fn from_env() -> Result<Self> {
-        let defaults = ServerLimits::default();
-        Ok(ServerLimits {
-            header_timeout: Duration::from_secs(positive_setting(
-                ENV_HEADER_TIMEOUT,
-                defaults.header_timeout.as_secs(),
-            )?),
-            body_timeout: Duration::from_secs(positive_setting(
-                ENV_BODY_TIMEOUT,
-                defaults.body_timeout.as_secs(),
-            )?),
-            max_uploads: usize::try_from(positive_setting(
-                ENV_MAX_UPLOADS,
-                defaults.max_uploads as u64,
-            )?)
-            .unwrap_or(usize::MAX)
-            .min(Semaphore::MAX_PERMITS),
-            upload_wait: Duration::from_secs(positive_setting(
-                ENV_UPLOAD_WAIT,
-                defaults.upload_wait.as_secs(),
-            )?),
-        })
-    }
-}
+pub use crate::config::ServerLimits;
 
 /// What every connection shares: the app, the limits and the upload slots.
 struct Shared {

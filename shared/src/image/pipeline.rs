@@ -91,23 +91,7 @@ impl fmt::Display for ImageFormat {
 }
 
 /// Size limits, checked against the header before any pixel is decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Most pixels (width x height) an image may have.
-    pub max_pixels: u64,
-    /// Most pixels along either side.
-    pub max_side: u32,
-}
-
-impl Default for Limits {
-    /// 50 megapixels and 16,384 pixels a side.
-    fn default() -> Self {
-        Limits {
-            max_pixels: 50_000_000,
-            max_side: 16_384,
-        }
-    }
-}
+pub use crate::config::ImageLimits as Limits;
 
 impl Limits {
     /// 413 if the declared size is over the limits.

@@ -32,76 +32,12 @@ pub use ip::check_ip;
 
 /// The request field every client-facing message is attached to.
 const FIELD: &str = "external_url";
-const ENV_ALLOW_HOSTS: &str = "SITEHOST_FETCH_ALLOW_HOSTS";
-const ENV_MAX_BYTES: &str = "SITEHOST_FETCH_MAX_BYTES";
-const DEFAULT_MAX_BYTES: u64 = 25 * 1024 * 1024;
 /// The ports a non-allowlisted URL (and every redirect) may name, explicitly or by scheme.
 pub const ALLOWED_PORTS: [u16; 2] = [80, 443];
-/// Set by the Lambda runtime in every function's environment.
-const ENV_LAMBDA_FUNCTION: &str = "AWS_LAMBDA_FUNCTION_NAME";
 
-/// Limits and the test-only allowlist. Build once per cold start with [`FetchConfig::from_env`].
-#[derive(Debug, Clone)]
-pub struct FetchConfig {
-    /// `host` or `host:port` entries (lower case) exempt from the address check. For local
-    /// testing only; empty in every deployed stage.
-    pub allow_hosts: Vec<String>,
-    /// Largest body accepted, in bytes.
-    pub max_bytes: u64,
-    /// Per connection attempt: DNS, TCP and TLS.
-    pub connect_timeout: Duration,
-    /// The whole fetch: every hop, including reading the body.
-    pub total_timeout: Duration,
-    pub max_redirects: usize,
-}
-
-impl Default for FetchConfig {
-    fn default() -> Self {
-        FetchConfig {
-            allow_hosts: Vec::new(),
-            max_bytes: DEFAULT_MAX_BYTES,
-            connect_timeout: Duration::from_secs(3),
-            total_timeout: Duration::from_secs(15),
-            max_redirects: 3,
-        }
-    }
-}
+pub use crate::config::FetchConfig;
 
 impl FetchConfig {
-    /// Reads `SITEHOST_FETCH_ALLOW_HOSTS` (comma-separated, default empty) and
-    /// `SITEHOST_FETCH_MAX_BYTES` (default 25 MiB). A malformed value is our own
-    /// misconfiguration, so it fails the cold start rather than being ignored.
-    ///
-    /// On Lambda (`AWS_LAMBDA_FUNCTION_NAME` set) a non-empty allowlist is refused: the
-    /// function fails its cold start instead of serving with the address check off.
-    pub fn from_env() -> Result<Self> {
-        let config = Self::from_values(
-            std::env::var(ENV_ALLOW_HOSTS).ok().as_deref(),
-            std::env::var(ENV_MAX_BYTES).ok().as_deref(),
-        )?;
-        refuse_allowlist_on_lambda(&config, std::env::var(ENV_LAMBDA_FUNCTION).ok().as_deref())?;
-        Ok(config)
-    }
-
-    /// [`FetchConfig::from_env`] without the environment, for tests.
-    pub fn from_values(allow_hosts: Option<&str>, max_bytes: Option<&str>) -> Result<Self> {
-        let mut config = FetchConfig::default();
-        if let Some(list) = allow_hosts {
-            config.allow_hosts = parse_allow_hosts(list)?;
-        }
-        if let Some(raw) = max_bytes.map(str::trim).filter(|s| !s.is_empty()) {
-            config.max_bytes = match raw.parse::<u64>() {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    return Err(ApiError::internal(format!(
-                        "{ENV_MAX_BYTES} must be a positive number of bytes, got {raw:?}"
-                    )))
-                }
-            };
-        }
-        Ok(config)
-    }
-
     /// Whether `host` (as `Url::host_str` gives it) on `port` is exempt from the check.
     fn allows(&self, host: &str, port: u16) -> bool {
         let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -110,41 +46,6 @@ impl FetchConfig {
             .iter()
             .any(|entry| entry == host || entry == bare || *entry == with_port)
     }
-}
-
-/// The allowlist turns the address check off for its hosts; it exists for tests against
-/// local servers and must never reach a deployment. `lambda_function` is the value of
-/// `AWS_LAMBDA_FUNCTION_NAME`.
-fn refuse_allowlist_on_lambda(config: &FetchConfig, lambda_function: Option<&str>) -> Result<()> {
-    let Some(function) = lambda_function.filter(|name| !name.trim().is_empty()) else {
-        return Ok(());
-    };
-    if config.allow_hosts.is_empty() {
-        return Ok(());
-    }
-    tracing::error!(
-        function,
-        allow_hosts = ?config.allow_hosts,
-        "{ENV_ALLOW_HOSTS} is set on Lambda; refusing to start (it disables the fetch address check and is for local testing only)"
-    );
-    Err(ApiError::internal(format!(
-        "{ENV_ALLOW_HOSTS} is for local testing only and must not be set on Lambda \
-         (function {function}); remove it from the function's environment"
-    )))
-}
-
-fn parse_allow_hosts(list: &str) -> Result<Vec<String>> {
-    let mut hosts = Vec::new();
-    for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        // A URL here would silently never match; say so at cold start instead.
-        if entry.contains('/') || entry.contains('@') {
-            return Err(ApiError::internal(format!(
-                "{ENV_ALLOW_HOSTS} entries are host or host:port, got {entry:?}"
-            )));
-        }
-        hosts.push(entry.to_ascii_lowercase());
-    }
-    Ok(hosts)
 }
 
 /// A downloaded body. The pipeline checks that it is an image.
