@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
+use sitehost::api::App;
 use sitehost::auth::{ApiKey, NewKey};
 use sitehost::clock::{format_timestamp, Clock, SystemClock};
 use sitehost::config::{Config, Defaults, StoreKind};
-use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
 
 #[derive(Parser)]
@@ -266,7 +266,7 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    sitehost::http::server::serve_with_limits(app, listener, limits, shutdown).await;
+    sitehost::api::server::serve_with_limits(app, listener, limits, shutdown).await;
     Ok(())
 }
 

@@ -21,8 +21,8 @@ mod support;
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
+use sitehost::api::{lambda, Operation};
 use sitehost::auth::oauth1;
-use sitehost::http::{lambda, Operation};
 use support::events::{fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT};
 
 const KEY: &str = "cloudfrontfixturekey";

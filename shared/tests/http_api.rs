@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use sitehost::api::server::{serve_with_limits, ServerLimits};
+use sitehost::api::App;
 use sitehost::auth::{oauth1, ApiKey, NewKey};
 use sitehost::clock::{Clock, FixedClock, SystemClock};
 use sitehost::config::{Config, RequestBudgets};
-use sitehost::http::server::{serve_with_limits, ServerLimits};
-use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

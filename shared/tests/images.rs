@@ -9,11 +9,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use sitehost::api::App;
 use sitehost::auth::{Caller, NewKey};
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::error::ApiError;
-use sitehost::http::App;
 use sitehost::store::{SharedStore, Stores};
 use support::media::{b64, file_server as image_server, jpeg, png, FailingFiles};
 
@@ -399,7 +399,7 @@ async fn a_failed_file_write_leaves_no_record_and_no_files() {
     let account = app.store.ensure_account("a").await.expect("account");
     assert_eq!(account.id, caller().account_id);
     let body = json!({"upload": {"file": b64(&png(400, 300))}}).to_string();
-    let result = sitehost::image::upload::upload(&app, &caller(), body.as_bytes()).await;
+    let result = sitehost::operations::upload::upload(&app, &caller(), body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))));
     let query = sitehost::image::ImageQuery {
         filter: Default::default(),
@@ -435,7 +435,7 @@ async fn a_failed_record_write_that_cannot_be_checked_keeps_the_files() {
     let db = rusqlite::Connection::open(dir.path().join("sitehost.db")).expect("db");
     db.execute_batch("DROP TABLE images").expect("drop");
     let body = json!({"upload": {"file": b64(&png(64, 64))}}).to_string();
-    let result = sitehost::image::upload::upload(&app, &caller(), body.as_bytes()).await;
+    let result = sitehost::operations::upload::upload(&app, &caller(), body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(
         stored_files(dir.path()).len(),

@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use serde_json::json;
+use sitehost::api::App;
 use sitehost::auth::{Caller, NewKey};
 use sitehost::client::PartnerClient;
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::error::ApiError;
-use sitehost::http::App;
 use sitehost::image::ImageQuery;
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{SharedFiles, CACHE_CONTROL};
@@ -182,7 +182,7 @@ async fn an_s3_put_failing_leaves_no_record_and_no_objects() {
         restrict_sub_id: None,
     };
     let body = json!({"upload": {"file": b64(&png(700, 500))}}).to_string();
-    let result = sitehost::image::upload::upload(&app, &caller, body.as_bytes()).await;
+    let result = sitehost::operations::upload::upload(&app, &caller, body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(aws.object_keys().await, Vec::<String>::new());
     let query = ImageQuery {
@@ -221,7 +221,7 @@ async fn a_dynamodb_write_failing_leaves_no_objects() {
         restrict_sub_id: None,
     };
     let body = json!({"upload": {"file": b64(&png(400, 400))}}).to_string();
-    let result = sitehost::image::upload::upload(&app, &caller, body.as_bytes()).await;
+    let result = sitehost::operations::upload::upload(&app, &caller, body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(aws.object_keys().await, Vec::<String>::new());
     aws.table.delete().await;

@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use sitehost::api::{lambda, Operation};
 use sitehost::auth::oauth1;
 use sitehost::clock::FixedClock;
-use sitehost::http::{lambda, Operation};
 use support::events::{fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT};
 
 const KEY: &str = "eventsfixturekey0001";

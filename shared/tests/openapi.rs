@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use http::Method;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};
+use sitehost::api::{allowed_methods, route, Operation};
 use sitehost::auth::oauth1;
-use sitehost::http::{allowed_methods, route, Operation};
 use support::openapi::{check, document, documented_methods};
 
 /// Every documented (path, method): `{id}` filled in with 7.

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use http::Method;
 use serde_yaml::Value;
-use sitehost::http::{route, Operation};
+use sitehost::api::{route, Operation};
 
 /// Read by every function: the template sets them in `Globals` (or on each function).
 const SET_FOR_ALL: &[&str] = &[
@@ -238,7 +238,7 @@ fn every_template_route_is_served_by_its_functions_operation() {
             let m = Method::from_bytes(method.as_bytes()).expect("method");
             let routed = route(&m, &concrete(&path)).unwrap_or_else(|e| {
                 panic!(
-                    "{}: {method} {path} is not a route of sitehost::http::route: {e:?}",
+                    "{}: {method} {path} is not a route of sitehost::api::route: {e:?}",
                     function.logical_id
                 )
             });

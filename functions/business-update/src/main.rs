@@ -1,6 +1,6 @@
 //! Lambda function for one operation: cold start only, the logic lives in `sitehost`.
 
-use sitehost::http::{lambda, Operation};
+use sitehost::api::{lambda, Operation};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {

@@ -3,13 +3,11 @@
 use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
 
-use crate::auth::Caller;
+use crate::account::Caller;
 use crate::clock::{format_timestamp, utc_date};
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::store::scope::{all_scopes, scope_name, Term};
 use crate::validate;
-
-pub mod handlers;
 
 pub const MAX_NAME_CHARS: usize = 255;
 pub const MAX_PARTNER_ID_CHARS: usize = 255;

@@ -7,13 +7,10 @@ use crate::clock::format_timestamp;
 
 #[cfg(feature = "images")]
 pub mod fetch;
-pub mod handlers;
 #[cfg(feature = "images")]
 pub mod pipeline;
 #[cfg(feature = "images")]
 pub mod sweep;
-#[cfg(feature = "images")]
-pub mod upload;
 use crate::store::scope::{all_scopes, scope_name, Term};
 
 /// The variants every upload gets, longest side in pixels, largest first.

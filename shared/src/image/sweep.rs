@@ -11,8 +11,8 @@
 //! - files whose names carry no id (uploads from before ids were in names, anything else
 //!   under the prefix) are never touched.
 
-use super::upload::{upload_file_set, UPLOAD_PREFIX};
 use crate::error::Result;
+use crate::operations::upload::{upload_file_set, UPLOAD_PREFIX};
 use crate::store::files::{FileStore, StoredFile};
 use crate::store::ImageStore;
 

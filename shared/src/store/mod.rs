@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::auth::{Account, ApiKey, NewKey};
+use crate::account::{Account, ApiKey, NewKey};
 use crate::business::{Business, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::error::Result;
 use crate::image::{Image, ImageQuery, NewImage};

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
 use super::{BusinessStore, ImageStore, KeyStore, Page};
-use crate::auth::{Account, ApiKey, NewKey};
+use crate::account::{Account, ApiKey, NewKey};
 use crate::business::{Business, BusinessOrder, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::clock::utc_date;
 use crate::error::{ApiError, Result};

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
+use sitehost::api::App;
 use sitehost::auth::NewKey;
 use sitehost::clock::FixedClock;
 use sitehost::config::Config;
-use sitehost::http::App;
 use sitehost::store::Stores;
 
 /// 2024-05-01T12:00:00Z: when the events were signed.

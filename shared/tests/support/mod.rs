@@ -384,12 +384,12 @@ async fn wait_until_active(client: &Client, name: &str) {
 
 /// Serves an app on a free loopback port, as `sitehost serve` does, for the rest of the
 /// test; returns its base URL.
-pub async fn serve(app: Arc<sitehost::http::App>) -> String {
+pub async fn serve(app: Arc<sitehost::api::App>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(sitehost::http::server::serve(
+    tokio::spawn(sitehost::api::server::serve(
         app,
         listener,
         std::future::pending(),

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use sha1::{Digest, Sha1};
 
-use crate::auth::{Account, ApiKey};
+use crate::account::{Account, ApiKey};
 use crate::business::Business;
 use crate::error::{ApiError, Result};
 use crate::image::Image;

@@ -5,7 +5,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 
 use super::items::{self, get_s, n, s, Item, Seq, KEYS_PK, MAX_KEY_BYTES, PK, SK};
 use super::{aws_error, conditional, log_capacity, DynamoStore, TxOutcome, CONSISTENT_READS};
-use crate::auth::{Account, ApiKey, NewKey};
+use crate::account::{Account, ApiKey, NewKey};
 use crate::error::{ApiError, Result};
 use crate::store::KeyStore;
 

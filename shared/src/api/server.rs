@@ -16,8 +16,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::api::{route, ApiRequest, ApiResponse, App, Operation};
 use crate::error::{ApiError, Result};
-use crate::http::{route, ApiRequest, ApiResponse, App, Operation};
 
 /// What a refused upload is told to wait before trying again.
 const UPLOAD_RETRY_AFTER_SECS: u64 = 2;
@@ -102,7 +102,7 @@ async fn upload_slot(shared: &Shared) -> Result<(OwnedSemaphorePermit, OwnedSema
 async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
     let app = &shared.app;
     // The API reference (`/api/v2/openapi.json`, `/docs/`): public, so before any signing.
-    if let Some(response) = crate::http::docs::serve(req.method(), req.uri().path()) {
+    if let Some(response) = crate::api::docs::serve(req.method(), req.uri().path()) {
         return response;
     }
     if let Some(response) = serve_file(app, req.method(), req.uri().path()).await {

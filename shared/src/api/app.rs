@@ -3,15 +3,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::api::{allowed_methods, route, ApiRequest, ApiResponse, Operation, Route};
 use crate::auth::{self, Authenticated};
-use crate::business::handlers as business;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
-use crate::http::{allowed_methods, route, ApiRequest, ApiResponse, Operation, Route};
 #[cfg(feature = "images")]
 use crate::image::fetch::Fetcher;
-use crate::image::handlers as image;
+use crate::operations::business;
+use crate::operations::images as image;
 use crate::store::files::{LocalFiles, SharedFiles};
 use crate::store::{BudgetDecision, BudgetKind, SharedStore, Stores};
 

@@ -3,16 +3,16 @@
 use http::StatusCode;
 use serde_json::Value;
 
-use super::{
+use crate::account::Caller;
+use crate::api::{ApiResponse, App};
+use crate::business::Business;
+use crate::business::{
     parse_filter, resource_uri, BusinessOrder, BusinessPatch, BusinessQuery, IgnoredFields,
     NewBusiness,
 };
-use crate::auth::Caller;
-use crate::business::Business;
 use crate::error::{ApiError, Result};
-use crate::http::listing::{envelope, Paging};
-use crate::http::{ApiResponse, App};
 use crate::image::{ImageFilter, ImageQuery};
+use crate::operations::listing::{envelope, Paging};
 use crate::validate::json_object;
 
 const LIST_PATH: &str = "/api/v2/businesses/";

@@ -12,7 +12,6 @@ pub mod app;
 #[cfg(feature = "local")]
 pub mod docs;
 pub mod lambda;
-pub mod listing;
 #[cfg(feature = "local")]
 pub mod server;
 

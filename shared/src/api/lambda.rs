@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use lambda_http::{service_fn, Body, Request, Response};
 
-use crate::http::{ApiRequest, ApiResponse, App, Operation};
+use crate::api::{ApiRequest, ApiResponse, App, Operation};
 
 pub fn from_lambda(req: Request) -> ApiRequest {
     let (parts, body) = req.into_parts();

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use http::{Method, StatusCode};
 
-use crate::http::ApiResponse;
+use crate::api::ApiResponse;
 
 /// The API reference, `docs/openapi.json`: the one source the tests check responses against.
 pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");

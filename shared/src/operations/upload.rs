@@ -12,12 +12,12 @@ use base64::Engine;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::pipeline::{self, Processed};
-use super::{variant_path, Image, NewImage};
-use crate::auth::Caller;
+use crate::account::Caller;
+use crate::api::App;
 use crate::business::Business;
 use crate::error::{ApiError, FieldErrors, Result};
-use crate::http::App;
+use crate::image::pipeline::{self, Processed};
+use crate::image::{variant_path, Image, NewImage};
 use crate::store::files::SharedFiles;
 
 /// Where uploads live, relative to the frontend host.

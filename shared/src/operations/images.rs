@@ -2,11 +2,11 @@
 
 use http::StatusCode;
 
-use super::{Image, ImageFilter, ImageQuery};
-use crate::auth::Caller;
+use crate::account::Caller;
+use crate::api::{ApiResponse, App};
 use crate::error::{ApiError, FieldErrors, Result};
-use crate::http::listing::{envelope, Paging};
-use crate::http::{ApiResponse, App};
+use crate::image::{Image, ImageFilter, ImageQuery};
+use crate::operations::listing::{envelope, Paging};
 
 const LIST_PATH: &str = "/api/v2/images/";
 
