@@ -5,7 +5,7 @@
 //! `support`), with a table made from template.yaml per test, a small read page so that
 //! every list crosses `Query` and `BatchGetItem` page boundaries, and block id allocation.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

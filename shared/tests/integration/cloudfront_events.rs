@@ -13,10 +13,10 @@
 //! is sent straight to the execute-api domain and signed against it; the `X-Forwarded-Host`
 //! its client added is ignored.
 //!
-//! `SITEHOST_WRITE_EVENTS=1 cargo test -p sitehost --test cloudfront_events` rewrites the
-//! events after a change to this file.
+//! `SITEHOST_WRITE_EVENTS=1 cargo test -p sitehost --test integration cloudfront_events`
+//! rewrites the events after a change to this file.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

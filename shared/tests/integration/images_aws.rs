@@ -3,7 +3,7 @@
 //! faults: an S3 put failing leaves no record and no objects; the DynamoDB write failing
 //! leaves no objects.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -3,9 +3,9 @@
 //! clock and a known key, asserting status and body.
 //!
 //! The events are signed with the fixture key below. `SITEHOST_WRITE_EVENTS=1 cargo test
-//! -p sitehost --test lambda_events` rewrites them after a change to this file.
+//! -p sitehost --test integration lambda_events` rewrites them after a change to this file.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::sync::Arc;

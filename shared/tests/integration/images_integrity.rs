@@ -8,7 +8,7 @@
 //!   period and keeps fresh ones and recorded ones, on the embedded store and on DynamoDB
 //!   + S3 (moto).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::Arc;

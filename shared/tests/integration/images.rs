@@ -3,7 +3,7 @@
 //! that leave no half state. The same flows on DynamoDB + S3 (moto) are in
 //! `images_aws.rs`.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::Arc;
