@@ -9,6 +9,7 @@
 pub mod events;
 pub mod media;
 pub mod openapi;
+pub mod s3;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
