@@ -1,9 +1,9 @@
 //! The business API over real HTTP: `sitehost serve`'s server on the embedded store, driven
 //! with OAuth1-signed requests as partners send them.
 
-mod support;
+use crate::support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -1151,41 +1151,12 @@ async fn conflicting_duplicate_query_parameters_are_400_on_every_list() {
         .is_some_and(|m| m.contains("more than one oauth_nonce")));
 }
 
-/// Collects what a `tracing` subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
-
 #[tokio::test]
 async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(captured.clone())
-        .finish();
-    // Process-wide: a per-thread subscriber loses events to the callsite interest other
-    // tests' threads cache meanwhile. Lines are told apart by key and path below.
-    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+    // The binary's one subscriber, shared by the tests running meanwhile: lines are told
+    // apart by key and path below.
+    let captured = support::init_tracing();
+    let start = captured.end();
     let server = Server::start().await;
     let key = server.key("agency").await;
     let client = PartnerClient::new(&server.base, &key.key, &key.secret);
@@ -1209,8 +1180,7 @@ async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
         401
     );
 
-    let text =
-        String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    let text = captured.since(start);
     let requests: Vec<Value> = text
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())

@@ -13,17 +13,17 @@
 //! is sent straight to the execute-api domain and signed against it; the `X-Forwarded-Host`
 //! its client added is ignored.
 //!
-//! `SITEHOST_WRITE_EVENTS=1 cargo test -p sitehost --test cloudfront_events` rewrites the
-//! events after a change to this file.
+//! `SITEHOST_WRITE_EVENTS=1 cargo test -p sitehost --test integration cloudfront_events`
+//! rewrites the events after a change to this file.
 
-mod support;
-
-use std::path::PathBuf;
+use crate::support;
 
 use serde_json::{json, Value};
-use sitehost::api::{lambda, Operation};
 use sitehost::auth::oauth1;
-use support::events::{fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT};
+use sitehost::api::{lambda, Operation};
+use support::events::{
+    assert_fixture_answer, events_dir, fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT,
+};
 
 const KEY: &str = "cloudfrontfixturekey";
 const SECRET: &str = "cloudfrontfixturesecret00000000000000001";
@@ -145,10 +145,6 @@ fn cases() -> Vec<Case> {
             expect_status: 200,
         },
     ]
-}
-
-fn events_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../events")
 }
 
 /// The partner's `Authorization` header for the request, signed for `https://<host>/...`.
@@ -326,21 +322,7 @@ async fn events_through_cloudfront_verify_against_the_frontend_host() {
 
         let (status, body, response) = run(&[], case.operation, &text).await;
         assert_eq!(status, case.expect_status, "{}: {body}", case.file);
-        match case.operation {
-            Operation::BusinessList => assert_eq!(body["meta"]["total_count"], 1),
-            Operation::BusinessGet => assert_eq!(body["business_name"], "Existing"),
-            Operation::BusinessCreate => {
-                assert_eq!(body["business_name"], "Harbour Cafe");
-                assert_eq!(body["user_id"], 42);
-                assert_eq!(
-                    response.headers()["location"],
-                    format!("/api/v2/businesses/{}/", body["id"])
-                );
-            }
-            Operation::BusinessUpdate => assert_eq!(body["deleted"], true),
-            Operation::ImageGet => assert_eq!(body["image"], "img/upload/existing-abc.png"),
-            _ => {}
-        }
+        assert_fixture_answer(case.operation, &body, response.headers());
 
         match case.via {
             Via::CloudFront(host) => {

@@ -1,6 +1,7 @@
 //! Images the tests make themselves, and a one-file HTTP server for `external_url` uploads.
 
 use std::io::Cursor;
+use std::path::Path;
 
 use base64::Engine;
 
@@ -26,6 +27,26 @@ pub fn jpeg(width: u32, height: u32) -> Vec<u8> {
 
 pub fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The files of an embedded store's data directory (variants included), relative to
+/// `files/`, sorted.
+pub fn stored_files(dir: &Path) -> Vec<String> {
+    let root = dir.join("files");
+    let mut found = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(relative) = path.strip_prefix(&root) {
+                found.push(relative.display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 /// Serves `body` with `content_type` to every request on a loopback port; returns

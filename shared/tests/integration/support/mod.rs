@@ -6,15 +6,14 @@
 //! Without it they print "skipped: no moto" and pass, unless `SITEHOST_TEST_REQUIRE_AWS=1`
 //! (as `scripts/test` sets), in which case they fail.
 
-#![allow(dead_code)] // Each test crate uses a different part of this module.
-
 pub mod events;
 pub mod media;
 pub mod openapi;
+pub mod s3;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
@@ -41,19 +40,78 @@ pub const CONCURRENT_VAR: &str = "SITEHOST_TEST_AWS_CONCURRENT";
 /// The template resource the tables are made from.
 pub const TABLE_RESOURCE: &str = "RecordsTable";
 
-/// Logs (e.g. the stores' consumed capacity at `RUST_LOG=sitehost=debug`) to the test output.
-pub fn init_tracing() {
+/// What the tests' `tracing` events wrote, as JSON lines.
+#[derive(Clone, Default)]
+pub struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    /// Where the capture ends now: `since` this reads only what comes later.
+    pub fn end(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// The lines captured after `start` (an `end` taken earlier).
+    pub fn since(&self, start: usize) -> String {
+        String::from_utf8_lossy(&self.lock()[start..]).into_owned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+// Each event arrives in one `write` call, so lines never interleave.
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.lock().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
+    type Writer = CapturedLogs;
+    fn make_writer(&'a self) -> CapturedLogs {
+        self.clone()
+    }
+}
+
+/// Installs the test binary's one `tracing` subscriber (on first call) and returns what it
+/// captured. A subscriber is process-wide and the tests run on parallel threads of one
+/// process, so every test shares it: it writes what `RUST_LOG` asks for (e.g. the stores'
+/// consumed capacity at `RUST_LOG=sitehost=debug`) to the test output, and keeps every
+/// event at INFO and above as a JSON line for the tests that check what the logs say (a
+/// per-thread subscriber would lose events to the callsite interest that other tests'
+/// threads cache meanwhile).
+pub fn init_tracing() -> &'static CapturedLogs {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter: Targets = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|directives| directives.parse().ok())
-        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::OFF));
-    let _ = tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_test_writer())
-        .with(filter)
-        .try_init();
+    use tracing_subscriber::Layer;
+    static CAPTURED: OnceLock<CapturedLogs> = OnceLock::new();
+    CAPTURED.get_or_init(|| {
+        let captured = CapturedLogs::default();
+        let shown: Targets = std::env::var("RUST_LOG")
+            .ok()
+            .and_then(|directives| directives.parse().ok())
+            .unwrap_or_else(|| Targets::new().with_default(LevelFilter::OFF));
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_test_writer()
+                    .with_filter(shown),
+            )
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(captured.clone())
+                    .with_filter(LevelFilter::INFO),
+            )
+            .init();
+        captured
+    })
 }
 
 /// The AWS endpoint of this test run, or `None` (after saying so) when the DynamoDB tests

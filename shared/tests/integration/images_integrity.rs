@@ -8,13 +8,11 @@
 //!   period and keeps fresh ones and recorded ones, on the embedded store and on DynamoDB
 //!   + S3 (moto).
 
-mod support;
+use crate::support;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use serde_json::{json, Value};
 use sitehost::api::App;
 use sitehost::auth::{Account, ApiKey, NewKey};
@@ -33,7 +31,7 @@ use sitehost::store::{
     BudgetDecision, BudgetKind, BudgetStore, BusinessStore, ImageStore, KeyStore, Page,
     SharedStore, Stores,
 };
-use support::media::{b64, png};
+use support::media::{b64, png, stored_files};
 
 async fn key(store: &SharedStore, account: &Account, sub: Option<&str>) -> ApiKey {
     store
@@ -354,25 +352,6 @@ impl ImageStore for FaultyImages {
     }
 }
 
-/// Files under the data directory, relative to `files/`, sorted.
-fn local_files(dir: &Path) -> Vec<String> {
-    let root = dir.join("files");
-    let mut found = Vec::new();
-    let mut stack = vec![root.clone()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Ok(relative) = path.strip_prefix(&root) {
-                found.push(relative.display().to_string());
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
 /// An embedded store served with `fault` injected into its image record writes.
 async fn faulty_server(fault: Fault) -> (PartnerClient, SharedStore, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("dir");
@@ -416,7 +395,7 @@ async fn a_record_written_before_the_error_makes_the_upload_succeed_with_its_fil
         .chain([path.clone()])
         .collect();
     expected.sort();
-    assert_eq!(local_files(dir.path()), expected);
+    assert_eq!(stored_files(dir.path()), expected);
 }
 
 #[tokio::test]
@@ -428,9 +407,9 @@ async fn a_record_not_written_before_the_error_leaves_no_record_and_no_files() {
         .expect("upload");
     assert_eq!(reply.status, 500, "{}", reply.body);
     assert!(
-        local_files(dir.path()).is_empty(),
+        stored_files(dir.path()).is_empty(),
         "{:?}",
-        local_files(dir.path())
+        stored_files(dir.path())
     );
     let account = store.ensure_account("agency").await.expect("account");
     let page = store
@@ -448,7 +427,7 @@ async fn an_unanswerable_outcome_keeps_the_files_for_the_sweeper() {
         .await
         .expect("upload");
     assert_eq!(reply.status, 500, "{}", reply.body);
-    assert_eq!(local_files(dir.path()).len(), 6, "the files are kept");
+    assert_eq!(stored_files(dir.path()).len(), 6, "the files are kept");
     // Later, past the grace period, the sweeper finds no record and removes them.
     let files: SharedFiles =
         Arc::new(sitehost::store::files::LocalFiles::open(dir.path()).expect("files"));
@@ -456,7 +435,7 @@ async fn an_unanswerable_outcome_keeps_the_files_for_the_sweeper() {
         .await
         .expect("sweep");
     assert_eq!((report.orphans.len(), report.files_removed), (1, 6));
-    assert!(local_files(dir.path()).is_empty());
+    assert!(stored_files(dir.path()).is_empty());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -675,7 +654,7 @@ async fn the_sweeper_judges_each_set_by_its_newest_file() {
     .expect("sweep");
     assert_eq!(report.orphans, vec![set_name(&old)]);
     assert_eq!(report.fresh_sets, 1);
-    assert_eq!(local_files(dir.path()), young);
+    assert_eq!(stored_files(dir.path()), young);
 }
 
 #[tokio::test]
@@ -686,24 +665,8 @@ async fn the_sweeper_removes_only_old_orphans_on_dynamodb_and_s3() {
     let Some(table) = support::TestTable::create().await else {
         return;
     };
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .endpoint_url(&endpoint)
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("testing", "testing", None, None, "tests"))
-            .force_path_style(true)
-            .build(),
-    );
-    let bucket = format!(
-        "sitehost-sweep-{}",
-        table.name.to_ascii_lowercase().replace('_', "-")
-    );
-    s3.create_bucket()
-        .bucket(&bucket)
-        .send()
-        .await
-        .expect("create bucket");
+    let s3 = support::s3::client(&endpoint);
+    let bucket = support::s3::create_bucket(&s3, "sitehost-sweep", &table.name).await;
     let store: SharedStore =
         Arc::new(DynamoStore::new(table.client.clone(), table.name.clone()).with_id_block(3));
     sweeper_case(store, Arc::new(S3Files::new(s3, bucket))).await;

@@ -3,11 +3,10 @@
 //! faults: an S3 put failing leaves no record and no objects; the DynamoDB write failing
 //! leaves no objects.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use serde_json::json;
 use sitehost::api::App;
 use sitehost::auth::{Caller, NewKey};
@@ -22,17 +21,6 @@ use sitehost::store::s3::S3Files;
 use sitehost::store::{SharedStore, Stores};
 use support::media::{b64, file_server, jpeg, png, FailingFiles};
 
-fn s3_client(endpoint: &str) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("testing", "testing", None, None, "tests"))
-        .force_path_style(true)
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
-}
-
 struct Aws {
     table: support::TestTable,
     s3: aws_sdk_s3::Client,
@@ -43,16 +31,8 @@ impl Aws {
     async fn create() -> Option<Aws> {
         let endpoint = support::aws_endpoint()?;
         let table = support::TestTable::create().await?;
-        let s3 = s3_client(&endpoint);
-        let bucket = format!(
-            "sitehost-test-{}",
-            table.name.to_ascii_lowercase().replace('_', "-")
-        );
-        s3.create_bucket()
-            .bucket(&bucket)
-            .send()
-            .await
-            .expect("create bucket");
+        let s3 = support::s3::client(&endpoint);
+        let bucket = support::s3::create_bucket(&s3, "sitehost-test", &table.name).await;
         Some(Aws { table, s3, bucket })
     }
 

@@ -247,10 +247,6 @@ impl CheckedClient {
         CheckedClient(PartnerClient::new(base, key, secret))
     }
 
-    pub fn authorization(&self, method: &str, path_and_query: &str) -> String {
-        self.0.authorization(method, path_and_query)
-    }
-
     pub async fn send(
         &self,
         method: &str,

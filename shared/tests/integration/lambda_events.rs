@@ -3,18 +3,19 @@
 //! clock and a known key, asserting status and body.
 //!
 //! The events are signed with the fixture key below. `SITEHOST_WRITE_EVENTS=1 cargo test
-//! -p sitehost --test lambda_events` rewrites them after a change to this file.
+//! -p sitehost --test integration lambda_events` rewrites them after a change to this file.
 
-mod support;
+use crate::support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use sitehost::api::{lambda, Operation};
 use sitehost::auth::oauth1;
 use sitehost::clock::FixedClock;
-use support::events::{fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT};
+use sitehost::api::{lambda, Operation};
+use support::events::{
+    assert_fixture_answer, events_dir, fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT,
+};
 
 const KEY: &str = "eventsfixturekey0001";
 const SECRET: &str = "eventsfixturesecret000000000000000000001";
@@ -136,10 +137,6 @@ fn cases() -> Vec<Case> {
 /// A 2x2 PNG, as a partner's base64 upload.
 const TINY_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAYAAABytg0kAAAAEUlEQVR4nGP4z8DwH4QZYAwAR8oH+WdZbrcAAAAASUVORK5CYII=";
 
-fn events_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../events")
-}
-
 fn event_json(case: &Case, nonce: &str) -> Value {
     let params = oauth1::parse_query(case.query).unwrap_or_default();
     let auth = oauth1::authorization_header(
@@ -231,32 +228,7 @@ async fn every_event_runs_through_its_functions_handler() {
             other => panic!("unexpected body {other:?}"),
         };
         assert_eq!(status, case.expect_status, "{}: {body}", case.file);
-        match case.operation {
-            Operation::BusinessList => assert_eq!(body["meta"]["total_count"], 1),
-            Operation::BusinessGet => assert_eq!(body["business_name"], "Existing"),
-            Operation::BusinessCreate => {
-                assert_eq!(body["business_name"], "Harbour Cafe");
-                assert_eq!(body["user_id"], 42);
-                assert_eq!(
-                    response.headers()["location"],
-                    format!("/api/v2/businesses/{}/", body["id"])
-                );
-            }
-            Operation::BusinessUpdate => assert_eq!(body["deleted"], true),
-            Operation::ImageList => assert_eq!(body["meta"]["total_count"], 1),
-            Operation::ImageGet => assert_eq!(body["image"], "img/upload/existing-abc.png"),
-            Operation::ImageUpload => {
-                assert_eq!(
-                    (body["width"].as_u64(), body["height"].as_u64()),
-                    (Some(2), Some(2))
-                );
-                assert_eq!(body["business_id"], 1);
-                assert_eq!(
-                    response.headers()["location"],
-                    format!("/api/v2/images/{}/", body["id"])
-                );
-            }
-        }
+        assert_fixture_answer(case.operation, &body, response.headers());
 
         // The same event is refused by any other function, and by a clock 10 minutes on.
         let other = if case.operation == Operation::BusinessList {

@@ -2,12 +2,16 @@
 //! an embedded store holding one key, one business and one image, and an app whose clock
 //! stands just after the time the events were signed.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use sitehost::api::App;
+use http::HeaderMap;
+use serde_json::Value;
+
 use sitehost::auth::NewKey;
 use sitehost::clock::FixedClock;
 use sitehost::config::Config;
+use sitehost::api::{App, Operation};
 use sitehost::store::Stores;
 
 /// 2024-05-01T12:00:00Z: when the events were signed.
@@ -88,4 +92,40 @@ pub async fn fixture_app(
             .with_clock(Arc::new(FixedClock(SIGNED_AT + 5))),
         dir,
     )
+}
+
+/// `events/`, where the sample events are kept.
+pub fn events_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../events")
+}
+
+/// Asserts what an operation answers on the fixture store (see [`fixture_app`]) to the
+/// sample events: the records the events create, read or change.
+pub fn assert_fixture_answer(operation: Operation, body: &Value, headers: &HeaderMap) {
+    match operation {
+        Operation::BusinessList => assert_eq!(body["meta"]["total_count"], 1),
+        Operation::BusinessGet => assert_eq!(body["business_name"], "Existing"),
+        Operation::BusinessCreate => {
+            assert_eq!(body["business_name"], "Harbour Cafe");
+            assert_eq!(body["user_id"], 42);
+            assert_eq!(
+                headers["location"],
+                format!("/api/v2/businesses/{}/", body["id"])
+            );
+        }
+        Operation::BusinessUpdate => assert_eq!(body["deleted"], true),
+        Operation::ImageList => assert_eq!(body["meta"]["total_count"], 1),
+        Operation::ImageGet => assert_eq!(body["image"], "img/upload/existing-abc.png"),
+        Operation::ImageUpload => {
+            assert_eq!(
+                (body["width"].as_u64(), body["height"].as_u64()),
+                (Some(2), Some(2))
+            );
+            assert_eq!(body["business_id"], 1);
+            assert_eq!(
+                headers["location"],
+                format!("/api/v2/images/{}/", body["id"])
+            );
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! documented operations, the signing example is what our signer computes, and the response
 //! check the HTTP tests run refuses replies the document does not describe.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

@@ -3,9 +3,8 @@
 //! that leave no half state. The same flows on DynamoDB + S3 (moto) are in
 //! `images_aws.rs`.
 
-mod support;
+use crate::support;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -15,7 +14,7 @@ use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::error::ApiError;
 use sitehost::store::{SharedStore, Stores};
-use support::media::{b64, file_server as image_server, jpeg, png, FailingFiles};
+use support::media::{b64, file_server as image_server, jpeg, png, stored_files, FailingFiles};
 
 // The signing client, every reply checked against docs/openapi.json.
 use support::openapi::CheckedClient as PartnerClient;
@@ -25,23 +24,6 @@ struct Server {
     client: PartnerClient,
     store: SharedStore,
     dir: tempfile::TempDir,
-}
-
-/// Files under the data directory, variants included.
-fn stored_files(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.join("files")];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                found.push(path.display().to_string());
-            }
-        }
-    }
-    found
 }
 
 async fn start(allow_hosts: Vec<String>) -> Server {

@@ -1,0 +1,113 @@
+//! Request budgets: draws per key, kind and minute window, alone and at once.
+
+use sitehost::store::{BudgetDecision, BudgetKind, SharedStore};
+
+/// The start of a budget window (a multiple of 60).
+const WINDOW: i64 = 1_700_000_040;
+
+async fn draw(
+    store: &SharedStore,
+    key: &str,
+    kind: BudgetKind,
+    limit: u64,
+    now: i64,
+) -> BudgetDecision {
+    store
+        .consume_budget(key, kind, limit, now)
+        .await
+        .expect("consume_budget")
+}
+
+pub async fn budgets(store: SharedStore) {
+    use BudgetDecision::{Admitted, Refused};
+    use BudgetKind::{Requests, Uploads};
+    for second in [0, 10, 20] {
+        assert_eq!(
+            draw(&store, "k1", Requests, 3, WINDOW + second).await,
+            Admitted
+        );
+    }
+    assert_eq!(
+        draw(&store, "k1", Requests, 3, WINDOW + 15).await,
+        Refused { retry_after: 45 },
+        "over budget: wait for the window to end"
+    );
+    assert_eq!(
+        draw(&store, "k1", Requests, 3, WINDOW + 59).await,
+        Refused { retry_after: 1 }
+    );
+    assert_eq!(
+        draw(&store, "k1", Uploads, 1, WINDOW + 30).await,
+        Admitted,
+        "each kind has its own budget"
+    );
+    assert_eq!(
+        draw(&store, "k1", Uploads, 1, WINDOW + 31).await,
+        Refused { retry_after: 29 }
+    );
+    assert_eq!(
+        draw(&store, "k2", Requests, 3, WINDOW + 30).await,
+        Admitted,
+        "each key has its own budget"
+    );
+    // Separators in a key cannot make it share another key's counter.
+    assert_eq!(
+        draw(&store, "k1#requests", Requests, 1, WINDOW).await,
+        Admitted
+    );
+    assert_eq!(
+        draw(&store, "k1%23requests", Requests, 1, WINDOW).await,
+        Admitted
+    );
+    let long_key: String = "k".repeat(3000);
+    assert_eq!(draw(&store, &long_key, Requests, 1, WINDOW).await, Admitted);
+    assert_eq!(
+        draw(&store, &long_key, Requests, 1, WINDOW + 1).await,
+        Refused { retry_after: 59 }
+    );
+    // The next window starts afresh, and so does its own count.
+    for second in [60, 61, 62] {
+        assert_eq!(
+            draw(&store, "k1", Requests, 3, WINDOW + second).await,
+            Admitted
+        );
+    }
+    assert_eq!(
+        draw(&store, "k1", Requests, 3, WINDOW + 100).await,
+        Refused { retry_after: 20 }
+    );
+    assert_eq!(draw(&store, "k1", Uploads, 1, WINDOW + 100).await, Admitted);
+    // A raised limit admits more in the same window.
+    assert_eq!(
+        draw(&store, "k1", Requests, 100, WINDOW + 101).await,
+        Admitted
+    );
+}
+
+pub async fn concurrent_budget_draws(store: SharedStore) {
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .consume_budget("busy", BudgetKind::Requests, 10, WINDOW + 5 + i % 3)
+                    .await
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    let mut refused = Vec::new();
+    for task in tasks {
+        match task.await.expect("task").expect("consume_budget") {
+            BudgetDecision::Admitted => admitted += 1,
+            BudgetDecision::Refused { retry_after } => refused.push(retry_after),
+        }
+    }
+    assert_eq!(admitted, 10, "exactly the budget is admitted");
+    assert_eq!(refused.len(), 10);
+    assert!(refused.iter().all(|r| (53..=55).contains(r)), "{refused:?}");
+    assert_eq!(
+        draw(&store, "busy", BudgetKind::Uploads, 10, WINDOW + 9).await,
+        BudgetDecision::Admitted
+    );
+}

@@ -1,0 +1,220 @@
+//! The store contract: one suite, written once against `Arc<dyn Store>` (a module per
+//! concern, `fixtures` for what they share), instantiated for every store by `contract!`
+//! below, which lists every case. Both stores must give the same answers.
+//!
+//! The DynamoDB instantiation runs on the moto_server at `SITEHOST_TEST_AWS_ENDPOINT` (see
+//! `support`), with a table made from template.yaml per test, a small read page so that
+//! every list crosses `Query` and `BatchGetItem` page boundaries, and block id allocation.
+
+mod budgets;
+mod businesses;
+mod concurrency;
+mod fixtures;
+mod images;
+mod keys_and_nonces;
+mod listing;
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::BoxError;
+use sitehost::store::dynamo::DynamoStore;
+use sitehost::store::SharedStore;
+
+/// A store under test and what to clean up after it.
+struct Fixture {
+    store: SharedStore,
+    probe: RowProbe,
+    table: Option<support::TestTable>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Shows a case whether a store read list rows, or only counters.
+pub enum RowProbe {
+    /// The DynamoDB operations the store's client sent since `arm` (`None` before).
+    Dynamo(Arc<Mutex<Option<Vec<String>>>>),
+    /// The SQLite data directory: `arm` renames the record tables away, so from then on
+    /// every read of business or image rows fails and only counter reads succeed.
+    Sqlite(PathBuf),
+}
+
+impl RowProbe {
+    pub fn arm(&self) {
+        match self {
+            RowProbe::Dynamo(calls) => {
+                *calls.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
+            }
+            RowProbe::Sqlite(dir) => {
+                let db = rusqlite::Connection::open(dir.join("sitehost.db")).expect("open db");
+                db.execute_batch(
+                    "ALTER TABLE businesses RENAME TO businesses_hidden;
+                     ALTER TABLE images RENAME TO images_hidden;",
+                )
+                .expect("hide the record tables");
+            }
+        }
+    }
+
+    /// The DynamoDB operations since `arm`, by name (`GetItem`, `Query`, ...); `None` on
+    /// SQLite, where a row read fails instead.
+    pub fn calls(&self) -> Option<Vec<String>> {
+        match self {
+            RowProbe::Dynamo(calls) => calls.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            RowProbe::Sqlite(_) => None,
+        }
+    }
+}
+
+/// Records the operation (`X-Amz-Target`) of every request once armed.
+#[derive(Debug)]
+struct RecordCalls(Arc<Mutex<Option<Vec<String>>>>);
+
+impl Intercept for RecordCalls {
+    fn name(&self) -> &'static str {
+        "RecordCalls"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let target = context.request().headers().get("x-amz-target");
+        if let (Some(calls), Some(target)) = (
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).as_mut(),
+            target,
+        ) {
+            calls.push(target.rsplit('.').next().unwrap_or(target).to_string());
+        }
+        Ok(())
+    }
+}
+
+impl Fixture {
+    async fn finish(self) {
+        if let Some(table) = self.table {
+            table.delete().await;
+        }
+    }
+}
+
+async fn dynamo_fixture() -> Option<Fixture> {
+    let table = support::TestTable::create().await?;
+    let calls = Arc::new(Mutex::new(None));
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        table
+            .client
+            .config()
+            .to_builder()
+            .interceptor(RecordCalls(calls.clone()))
+            .build(),
+    );
+    let store = DynamoStore::new(client, table.name.clone())
+        .with_id_block(3)
+        .with_read_page_size(7);
+    Some(Fixture {
+        store: Arc::new(store),
+        probe: RowProbe::Dynamo(calls),
+        table: Some(table),
+        _dir: None,
+    })
+}
+
+async fn sqlite_fixture() -> Option<Fixture> {
+    let dir = tempfile::tempdir().expect("temporary data directory");
+    let store: SharedStore = Arc::new(
+        sitehost::store::sqlite::SqliteStore::open(dir.path()).expect("open SQLite store"),
+    );
+    Some(Fixture {
+        store,
+        probe: RowProbe::Sqlite(dir.path().to_path_buf()),
+        table: None,
+        _dir: Some(dir),
+    })
+}
+
+/// Generates one `#[tokio::test]` per case for a store factory.
+macro_rules! contract {
+    ($store:ident, $factory:path) => {
+        mod $store {
+            contract!(@cases $factory;
+                businesses::business_round_trip,
+                businesses::tenancy,
+                businesses::logo_and_business_validation,
+                listing::every_filter_and_combination,
+                listing::every_order,
+                listing::paging,
+                listing::counts_follow_writes,
+                businesses::update_semantics,
+                keys_and_nonces::keys,
+                keys_and_nonces::nonces,
+                images::images,
+                images::image_sub_ids,
+                images::image_logos_and_sub_ids,
+                images::image_ids_allocated_and_settled,
+                concurrency::concurrent_creates,
+                concurrency::concurrent_patches,
+                budgets::budgets,
+                budgets::concurrent_budget_draws,
+            );
+            contract!(@probed $factory; listing::offsets_past_the_end_read_only_the_counter);
+        }
+    };
+    (@probed $factory:path; $($module:ident::$case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let Some(fixture) = $factory().await else { return };
+                super::$module::$case(fixture.store.clone(), &fixture.probe).await;
+                fixture.finish().await;
+            }
+        )*
+    };
+    (@cases $factory:path; $($module:ident::$case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let Some(fixture) = $factory().await else { return };
+                super::$module::$case(fixture.store.clone()).await;
+                fixture.finish().await;
+            }
+        )*
+    };
+}
+
+contract!(dynamo, super::dynamo_fixture);
+contract!(sqlite, super::sqlite_fixture);
+
+/// `template.yaml` parses, tags and all, and its table converts to a `CreateTable` call.
+#[test]
+fn template_table_definition_converts() {
+    let props = support::records_table_properties();
+    let client = support::client("http://127.0.0.1:9");
+    let request = support::create_table_request(&client, "t", &props);
+    let keys: BTreeSet<String> = request
+        .get_key_schema()
+        .iter()
+        .flatten()
+        .map(|k| format!("{}:{}", k.attribute_name(), k.key_type().as_str()))
+        .collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from(["pk:HASH".to_string(), "sk:RANGE".to_string()])
+    );
+    let lsi = request
+        .get_local_secondary_indexes()
+        .as_deref()
+        .unwrap_or_default();
+    assert_eq!(lsi.len(), 1);
+    assert_eq!(lsi[0].index_name(), "by_name");
+    assert_eq!(
+        request.get_billing_mode().as_ref().map(|b| b.as_str()),
+        Some("PAY_PER_REQUEST")
+    );
+}
