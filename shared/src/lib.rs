@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod image;
+pub mod request_log;
 pub mod store;
 pub mod telemetry;
 pub mod validate;
