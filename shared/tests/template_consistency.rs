@@ -1246,8 +1246,11 @@ fn dimensions(dimensions: &Value) -> BTreeSet<(String, String)> {
         .unwrap_or_default()
 }
 
-/// The alarm watching one metric directly: (namespace, metric name, dimensions).
-fn single_metric(alarm: &Value) -> Option<(String, String, BTreeSet<(String, String)>)> {
+/// (namespace, metric name, dimensions) of a metric an alarm reads.
+type AlarmMetric = (String, String, BTreeSet<(String, String)>);
+
+/// The metric an alarm watching one metric directly reads.
+fn single_metric(alarm: &Value) -> Option<AlarmMetric> {
     let props = &alarm["Properties"];
     Some((
         props["Namespace"].as_str()?.to_string(),
@@ -1319,7 +1322,7 @@ fn alarms_watch_the_right_metrics_and_notify_the_topic_when_given() {
         .expect("ApiServerErrorRateAlarm");
     let props = &api["Properties"];
     let queries = props["Metrics"].as_sequence().expect("Metrics");
-    let stats: BTreeSet<(String, String, BTreeSet<(String, String)>)> = queries
+    let stats: BTreeSet<AlarmMetric> = queries
         .iter()
         .filter_map(|q| q.get("MetricStat"))
         .map(|stat| {
@@ -1481,7 +1484,10 @@ fn dashboard_metrics(template: &Value) -> (Vec<DashboardMetric>, Vec<String>) {
                 expressions.push(expression.to_string());
                 continue;
             }
-            assert!(strings.len() >= 2 && strings.len() % 2 == 0, "{row:?}");
+            assert!(
+                strings.len() >= 2 && strings.len().is_multiple_of(2),
+                "{row:?}"
+            );
             metrics.push(DashboardMetric {
                 namespace: strings[0].clone(),
                 name: strings[1].clone(),
