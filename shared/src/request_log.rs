@@ -573,6 +573,23 @@ mod tests {
         );
     }
 
+    /// On Lambda the line names API Gateway's request id (from the event's request
+    /// context) and the invocation id (from the runtime's context).
+    #[test]
+    fn lambda_requests_carry_both_ids() {
+        use lambda_http::RequestExt;
+        let event = include_str!("../../events/business-get.json");
+        let request = lambda_http::request::from_str(event).expect("an API Gateway event");
+        let mut context = lambda_http::Context::default();
+        context.request_id = "8476a536-e9f4-11e8-9739-2dfe598c3fcd".into();
+        let request = crate::http::lambda::from_lambda(request.with_lambda_context(context));
+        assert_eq!(request.request_id.as_deref(), Some("req-fixednonce0002"));
+        assert_eq!(
+            request.invocation_id.as_deref(),
+            Some("8476a536-e9f4-11e8-9739-2dfe598c3fcd")
+        );
+    }
+
     /// The whole path on `sitehost serve`'s app: an upload's line has its bytes and every
     /// stage, and the secret, signature and image bytes are nowhere in it.
     #[cfg(all(feature = "images", feature = "local"))]
