@@ -5,10 +5,10 @@
 //! `EnvFilter` would add to every function binary.
 
 use tracing_subscriber::filter::{LevelFilter, Targets};
-
-use crate::request_log::{self, LambdaFormat};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::request_log::{self, LambdaFormat};
 
 fn filter() -> Targets {
     std::env::var("RUST_LOG")
