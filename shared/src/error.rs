@@ -35,7 +35,7 @@ pub enum ApiError {
         message: String,
         retry_after_secs: u64,
     },
-    /// Our fault. The cause chain goes to the logs only ([`chain`]); the client sees a
+    /// Our fault. The cause chain goes to the logs only (`telemetry::error_chain`); the client sees a
     /// generic text. `?` on an `anyhow::Result` (`.context("what we were doing")`) lands here.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -92,19 +92,6 @@ impl ApiError {
     }
 }
 
-/// An error and every cause below it, outermost first: `context: cause: root cause`. The log
-/// line of a 500 carries this; the client never sees it.
-pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut cause = err.source();
-    while let Some(next) = cause {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        cause = next.source();
-    }
-    text
-}
-
 /// Collects several field errors before failing, so a client sees all of them at once.
 #[derive(Debug, Default)]
 pub struct FieldErrors(BTreeMap<String, Vec<String>>);
@@ -142,7 +129,10 @@ mod tests {
         let root = std::io::Error::other("disk on fire");
         let err = ApiError::from(anyhow::Error::new(root).context("writing img/a.jpg"));
         assert_eq!(err.status(), 500);
-        assert_eq!(chain(&err), "writing img/a.jpg: disk on fire");
+        assert_eq!(
+            crate::telemetry::error_chain(&err),
+            "writing img/a.jpg: disk on fire"
+        );
         assert_eq!(err.body(), json!({"error": "internal server error"}));
     }
 

@@ -12,6 +12,7 @@ use crate::error::{ApiError, Result};
 use crate::image::fetch::Fetcher;
 use crate::operations::business;
 use crate::operations::images as image;
+use crate::request_log::{self, RequestLog};
 use crate::store::files::{LocalFiles, SharedFiles};
 use crate::store::{BudgetDecision, BudgetKind, SharedStore, Stores};
 
@@ -61,15 +62,17 @@ impl App {
         let started = Instant::now();
         // Set once the signature checks out, so the log line says who made the request.
         let mut authenticated = None;
-        let result = self.dispatch(&req, only, &mut authenticated).await;
+        let (result, upload) =
+            request_log::collecting_upload_stats(self.dispatch(&req, only, &mut authenticated))
+                .await;
+        let mut error = None;
         let response = match result {
             Ok(response) => response,
             Err(err) => {
-                if let ApiError::Internal(_) = &err {
-                    let chain = crate::error::chain(&err);
-                    tracing::error!(error = %chain, method = %req.method, path = %req.path, "request failed");
-                }
                 let response = ApiResponse::error(&err);
+                if response.status.is_server_error() {
+                    error = Some(crate::telemetry::error_chain(&err));
+                }
                 match err {
                     ApiError::MethodNotAllowed(_) => {
                         response.with_header("allow", allowed_methods(&req.path))
@@ -81,16 +84,26 @@ impl App {
         // The key is the public half (never the secret, never the signature): with the
         // account and user it attributes every change to whoever made it.
         let who = authenticated.as_ref();
-        tracing::info!(
-            method = %req.method,
-            path = %req.path,
-            status = response.status.as_u16(),
-            micros = started.elapsed().as_micros() as u64,
-            key = who.map(|a| a.key.as_str()),
-            account_id = who.map(|a| a.caller.account_id),
-            user_id = who.map(|a| a.caller.user_id),
-            "request"
-        );
+        let request_id = req
+            .request_id
+            .clone()
+            .unwrap_or_else(request_log::new_request_id);
+        RequestLog {
+            request_id: &request_id,
+            invocation_id: req.invocation_id.as_deref(),
+            operation: route(&req.method, &req.path).ok().map(|r| r.operation),
+            method: req.method.as_str(),
+            path: &req.path,
+            status: response.status.as_u16(),
+            latency: started.elapsed(),
+            body_bytes: req.body.len(),
+            key: who.map(|a| a.key.as_str()),
+            account_id: who.map(|a| a.caller.account_id),
+            user_id: who.map(|a| a.caller.user_id),
+            upload,
+            error,
+        }
+        .emit();
         response
     }
 

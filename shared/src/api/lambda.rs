@@ -4,11 +4,19 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use lambda_http::{service_fn, Body, Request, Response};
+use lambda_http::request::RequestContext;
+use lambda_http::{service_fn, Body, Request, RequestExt, Response};
 
 use crate::api::{ApiRequest, ApiResponse, App, Operation};
 
 pub fn from_lambda(req: Request) -> ApiRequest {
+    // For the request log: API Gateway's id (its access log and the `apigw-requestid`
+    // response header carry it) and the invocation's (the platform's REPORT line).
+    let request_id = match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => context.request_id.clone(),
+        _ => None,
+    };
+    let invocation_id = req.lambda_context_ref().map(|c| c.request_id.clone());
     let (parts, body) = req.into_parts();
     let body = match body {
         Body::Empty => Bytes::new(),
@@ -24,6 +32,8 @@ pub fn from_lambda(req: Request) -> ApiRequest {
         query: parts.uri.query().unwrap_or_default().to_string(),
         headers: parts.headers,
         body,
+        request_id,
+        invocation_id,
     }
 }
 

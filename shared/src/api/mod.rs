@@ -27,6 +27,10 @@ pub struct ApiRequest {
     pub query: String,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// On Lambda, API Gateway's request id; `None` elsewhere (the request log makes one).
+    pub request_id: Option<String>,
+    /// On Lambda, the invocation id.
+    pub invocation_id: Option<String>,
 }
 
 impl ApiRequest {

@@ -157,6 +157,8 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
         query: parts.uri.query().unwrap_or_default().to_string(),
         headers: parts.headers,
         body,
+        request_id: None,
+        invocation_id: None,
     };
     app.handle(req).await
 }

@@ -6,6 +6,8 @@
 //! before any file is removed, and `sitehost files sweep` can tell an orphan from a live
 //! file.
 
+use std::time::Instant;
+
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine;
@@ -18,6 +20,7 @@ use crate::business::Business;
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::image::pipeline::{self, Processed};
 use crate::image::{variant_path, Image, NewImage};
+use crate::request_log::record_upload;
 use crate::store::files::SharedFiles;
 
 /// Where uploads live, relative to the frontend host.
@@ -288,31 +291,46 @@ pub async fn upload(
         None => None,
     };
     let partner_sub_id = image_sub_id(caller, business.as_ref());
+    // Each stage's time goes to the request log line, failed stages included.
     let (bytes, name) = match &request.source {
         Source::Url(url) => {
-            let fetched = app.fetcher.fetch(url).await?;
+            let started = Instant::now();
+            let fetched = app.fetcher.fetch(url).await;
+            record_upload(|stats| stats.fetch = Some(started.elapsed()));
+            let fetched = fetched?;
             (fetched.bytes, Some(fetched.final_url))
         }
         Source::Base64 { name, data } => {
-            let max = app.config.upload_max_bytes;
-            (Bytes::from(decode_base64(data, max)?), name.clone())
+            let started = Instant::now();
+            let decoded = decode_base64(data, app.config.upload_max_bytes);
+            record_upload(|stats| stats.base64 = Some(started.elapsed()));
+            (Bytes::from(decoded?), name.clone())
         }
     };
+    record_upload(|stats| stats.bytes = Some(bytes.len() as u64));
     let limits = app.config.image_limits;
     let original = bytes.clone();
-    let processed =
-        match tokio::task::spawn_blocking(move || pipeline::process(&bytes, &limits)).await {
-            Ok(result) => result?,
-            // A decoder that panics on hostile input fails this upload only, never the process.
-            Err(join) if join.is_panic() => {
-                tracing::error!("the image pipeline panicked on an upload");
-                return Err(ApiError::field(
-                    "upload",
-                    "The image could not be decoded: the file is corrupt.",
-                ));
-            }
-            Err(join) => return Err(ApiError::internal(join)),
-        };
+    let started = Instant::now();
+    let joined = tokio::task::spawn_blocking(move || pipeline::process(&bytes, &limits)).await;
+    record_upload(|stats| stats.pipeline = Some(started.elapsed()));
+    let processed = match joined {
+        Ok(result) => result?,
+        // A decoder that panics on hostile input fails this upload only, never the process.
+        Err(join) if join.is_panic() => {
+            tracing::error!("the image pipeline panicked on an upload");
+            return Err(ApiError::field(
+                "upload",
+                "The image could not be decoded: the file is corrupt.",
+            ));
+        }
+        Err(join) => return Err(ApiError::internal(join)),
+    };
+    let timings = processed.timings;
+    record_upload(|stats| {
+        stats.decode = Some(timings.decode);
+        stats.resize = Some(timings.resize);
+        stats.encode = Some(timings.encode);
+    });
     let id = app.store.allocate_image_id().await?;
     let path = original_path(&file_stem(name.as_deref()), id, processed.extension);
     let mut objects = vec![(path.clone(), original, processed.mimetype)];
@@ -325,7 +343,10 @@ pub async fn upload(
             processed.mimetype,
         ));
     }
-    let written = store_files(&app.files, objects).await?;
+    let started = Instant::now();
+    let written = store_files(&app.files, objects).await;
+    record_upload(|stats| stats.store = Some(started.elapsed()));
+    let written = written?;
     let new = NewImage {
         id: Some(id),
         path: path.clone(),
@@ -337,11 +358,13 @@ pub async fn upload(
         partner_sub_id,
         user_id: caller.user_id,
     };
-    match app
+    let started = Instant::now();
+    let created = app
         .store
         .create_image(caller.account_id, new, app.clock.now())
-        .await
-    {
+        .await;
+    record_upload(|stats| stats.record = Some(started.elapsed()));
+    match created {
         Ok(image) => Ok((image, processed)),
         // An internal error (a timeout, a lost response) does not prove that nothing was
         // written: settle the id before touching the files.

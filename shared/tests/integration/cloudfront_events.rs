@@ -19,8 +19,8 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use sitehost::auth::oauth1;
 use sitehost::api::{lambda, Operation};
+use sitehost::auth::oauth1;
 use support::events::{
     assert_fixture_answer, events_dir, fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT,
 };

@@ -10,9 +10,9 @@ use crate::support;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use sitehost::api::{lambda, Operation};
 use sitehost::auth::oauth1;
 use sitehost::clock::FixedClock;
-use sitehost::api::{lambda, Operation};
 use support::events::{
     assert_fixture_answer, events_dir, fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT,
 };

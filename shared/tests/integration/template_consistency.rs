@@ -32,6 +32,7 @@ const SET_FOR_ALL: &[&str] = &[
     "SITEHOST_DEFAULT_SCHEME",
     "SITEHOST_ORIGIN_VERIFY",
     "RUST_LOG",
+    "SITEHOST_METRICS_NAMESPACE",
 ];
 
 /// Needed by some functions only (function directory names).
@@ -54,6 +55,8 @@ const OPTIONAL: &[&str] = &[
     "SITEHOST_BODY_TIMEOUT_SECS",
     "SITEHOST_MAX_UPLOADS",
     "SITEHOST_UPLOAD_WAIT_SECS",
+    // `sitehost` only: `json` writes the Lambda log format (the functions always do).
+    "SITEHOST_LOG_FORMAT",
 ];
 
 /// For tests only; a deployed function must never have them. `SITEHOST_TEST_*` too.
@@ -1212,4 +1215,435 @@ fn origin_failures_are_answered_with_our_json_error() {
         assert_eq!(body.as_object().map(|o| o.len()), Some(1), "{body}");
     }
     assert_eq!(codes, BTreeSet::from([502, 503, 504]));
+}
+
+/// Every `AWS::CloudWatch::Alarm` of the template: (logical id, resource).
+fn alarms(template: &Value) -> BTreeMap<String, Value> {
+    template["Resources"]
+        .as_mapping()
+        .expect("Resources")
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::CloudWatch::Alarm"))
+        .map(|(id, r)| (str_of(id, "logical id").to_string(), r.clone()))
+        .collect()
+}
+
+/// `[{Name, Value}]` dimensions as (name, value) pairs; a `!Ref X` value is `!Ref X`.
+fn dimensions(dimensions: &Value) -> BTreeSet<(String, String)> {
+    dimensions
+        .as_sequence()
+        .map(|dims| {
+            dims.iter()
+                .map(|d| {
+                    let value = match tagged(&d["Value"], "Ref") {
+                        Some(target) => format!("!Ref {}", str_of(target, "Ref")),
+                        None => str_of(&d["Value"], "dimension value").to_string(),
+                    };
+                    (str_of(&d["Name"], "dimension name").to_string(), value)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// (namespace, metric name, dimensions) of a metric an alarm reads.
+type AlarmMetric = (String, String, BTreeSet<(String, String)>);
+
+/// The metric an alarm watching one metric directly reads.
+fn single_metric(alarm: &Value) -> Option<AlarmMetric> {
+    let props = &alarm["Properties"];
+    Some((
+        props["Namespace"].as_str()?.to_string(),
+        props["MetricName"].as_str()?.to_string(),
+        dimensions(&props["Dimensions"]),
+    ))
+}
+
+/// The alarms notify `AlarmTopicArn` on ALARM and OK when it is given, and exist without
+/// any action when it is empty; they watch the API's 5xx rate (API Gateway's own metric),
+/// every function's errors and throttles, the table's throttles and system errors, and
+/// CloudFront's 5xx rate where CloudFront's metrics are (us-east-1).
+#[test]
+fn alarms_watch_the_right_metrics_and_notify_the_topic_when_given() {
+    let template = template();
+    let parameter = &template["Parameters"]["AlarmTopicArn"];
+    assert_eq!(parameter["Type"].as_str(), Some("String"));
+    assert_eq!(parameter["Default"].as_str(), Some(""), "optional");
+    let has_topic = &template["Conditions"]["HasAlarmTopic"];
+    let equals = tagged(has_topic, "Not")
+        .and_then(|n| n.get(0))
+        .and_then(|e| tagged(e, "Equals"))
+        .expect("HasAlarmTopic: !Not [!Equals [...]]");
+    assert_eq!(
+        tagged(&equals[0], "Ref").and_then(Value::as_str),
+        Some("AlarmTopicArn")
+    );
+    assert_eq!(equals[1].as_str(), Some(""));
+
+    let alarms = alarms(&template);
+    for (id, alarm) in &alarms {
+        let props = &alarm["Properties"];
+        for actions in ["AlarmActions", "OKActions"] {
+            let choice = tagged(&props[actions], "If")
+                .and_then(Value::as_sequence)
+                .unwrap_or_else(|| panic!("{id}.{actions}: !If [HasAlarmTopic, ...]"));
+            assert_eq!(choice[0].as_str(), Some("HasAlarmTopic"), "{id}.{actions}");
+            let topic: Vec<Option<&str>> = choice[1]
+                .as_sequence()
+                .map(|s| {
+                    s.iter()
+                        .map(|t| tagged(t, "Ref").and_then(Value::as_str))
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert_eq!(topic, [Some("AlarmTopicArn")], "{id}.{actions}");
+            assert_eq!(
+                tagged(&choice[2], "Ref").and_then(Value::as_str),
+                Some("AWS::NoValue"),
+                "{id}.{actions}: no action without a topic"
+            );
+        }
+        assert_eq!(
+            props["TreatMissingData"].as_str(),
+            Some("notBreaching"),
+            "{id}: no traffic is no alarm"
+        );
+        assert!(
+            props["AlarmDescription"]
+                .as_str()
+                .is_some_and(|d| d.contains("docs/operations.md#")),
+            "{id}: the description names its section of docs/operations.md"
+        );
+    }
+
+    // The API's 5xx rate: API Gateway's 5xx over its Count, both of this API.
+    let api = alarms
+        .get("ApiServerErrorRateAlarm")
+        .expect("ApiServerErrorRateAlarm");
+    let props = &api["Properties"];
+    let queries = props["Metrics"].as_sequence().expect("Metrics");
+    let stats: BTreeSet<AlarmMetric> = queries
+        .iter()
+        .filter_map(|q| q.get("MetricStat"))
+        .map(|stat| {
+            let metric = &stat["Metric"];
+            assert_eq!(stat["Stat"].as_str(), Some("Sum"));
+            (
+                str_of(&metric["Namespace"], "Namespace").to_string(),
+                str_of(&metric["MetricName"], "MetricName").to_string(),
+                dimensions(&metric["Dimensions"]),
+            )
+        })
+        .collect();
+    let api_id = BTreeSet::from([("ApiId".to_string(), "!Ref HttpApi".to_string())]);
+    assert_eq!(
+        stats,
+        BTreeSet::from([
+            ("AWS/ApiGateway".into(), "5xx".into(), api_id.clone()),
+            ("AWS/ApiGateway".into(), "Count".into(), api_id),
+        ])
+    );
+    let returned: Vec<&Value> = queries
+        .iter()
+        .filter(|q| q["ReturnData"].as_bool() == Some(true))
+        .collect();
+    assert_eq!(returned.len(), 1);
+    assert!(str_of(&returned[0]["Expression"], "Expression")
+        .contains("100 * FILL(errors, 0) / requests"));
+    assert_eq!(props["Threshold"].as_f64(), Some(5.0));
+    assert_eq!(
+        props["ComparisonOperator"].as_str(),
+        Some("GreaterThanThreshold")
+    );
+
+    // Every function: Errors and Throttles, at the first one.
+    let functions = functions(&template);
+    for function in &functions {
+        for metric in ["Errors", "Throttles"] {
+            let dims = BTreeSet::from([(
+                "FunctionName".to_string(),
+                format!("!Ref {}", function.logical_id),
+            )]);
+            let watching: Vec<&Value> = alarms
+                .values()
+                .filter(|a| {
+                    single_metric(a) == Some(("AWS/Lambda".into(), metric.into(), dims.clone()))
+                })
+                .collect();
+            assert_eq!(
+                watching.len(),
+                1,
+                "{}: one {metric} alarm",
+                function.logical_id
+            );
+            let props = &watching[0]["Properties"];
+            assert_eq!(props["Statistic"].as_str(), Some("Sum"));
+            assert_eq!(props["Threshold"].as_f64(), Some(1.0));
+            assert_eq!(
+                props["ComparisonOperator"].as_str(),
+                Some("GreaterThanOrEqualToThreshold")
+            );
+        }
+    }
+
+    // The table: every operation's ThrottledRequests and SystemErrors (a Metrics Insights
+    // query over the table's name), at the first one.
+    for metric in ["ThrottledRequests", "SystemErrors"] {
+        let watching: Vec<&Value> = alarms
+            .values()
+            .filter(|a| {
+                a["Properties"]["Metrics"]
+                    .as_sequence()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|q| tagged(&q["Expression"], "Sub"))
+                    .filter_map(Value::as_str)
+                    .any(|e| {
+                        e == format!(
+                            "SELECT SUM({metric}) FROM SCHEMA(\"AWS/DynamoDB\", Operation, \
+                             TableName) WHERE TableName = '${{RecordsTable}}'"
+                        )
+                    })
+            })
+            .collect();
+        assert_eq!(watching.len(), 1, "one {metric} alarm on RecordsTable");
+        let props = &watching[0]["Properties"];
+        assert_eq!(props["Threshold"].as_f64(), Some(1.0));
+        assert_eq!(
+            props["ComparisonOperator"].as_str(),
+            Some("GreaterThanOrEqualToThreshold")
+        );
+    }
+
+    // CloudFront: its metrics live in us-east-1 only, so the alarm exists only there.
+    let cloudfront: Vec<&Value> = alarms
+        .values()
+        .filter(|a| {
+            single_metric(a)
+                == Some((
+                    "AWS/CloudFront".into(),
+                    "5xxErrorRate".into(),
+                    BTreeSet::from([
+                        (
+                            "DistributionId".to_string(),
+                            "!Ref Distribution".to_string(),
+                        ),
+                        ("Region".to_string(), "Global".to_string()),
+                    ]),
+                ))
+        })
+        .collect();
+    assert_eq!(cloudfront.len(), 1, "one CloudFront 5xxErrorRate alarm");
+    let condition = str_of(&cloudfront[0]["Condition"], "CloudFront alarm Condition");
+    let equals = tagged(&template["Conditions"][condition], "Equals").expect("!Equals");
+    assert_eq!(
+        tagged(&equals[0], "Ref").and_then(Value::as_str),
+        Some("AWS::Region")
+    );
+    assert_eq!(equals[1].as_str(), Some("us-east-1"));
+    assert_eq!(cloudfront[0]["Properties"]["Threshold"].as_f64(), Some(5.0));
+
+    assert_eq!(
+        alarms.len(),
+        1 + 2 * functions.len() + 2 + 1,
+        "an alarm this test does not know: {:?}",
+        alarms.keys()
+    );
+}
+
+/// One metric row of a dashboard widget: namespace, name, dimension pairs and its stat
+/// (the row's own or the widget's).
+struct DashboardMetric {
+    namespace: String,
+    name: String,
+    dimensions: Vec<(String, String)>,
+    stat: String,
+    region: String,
+}
+
+fn dashboard_metrics(template: &Value) -> (Vec<DashboardMetric>, Vec<String>) {
+    let body = tagged(
+        &template["Resources"]["Dashboard"]["Properties"]["DashboardBody"],
+        "Sub",
+    )
+    .and_then(Value::as_str)
+    .expect("Dashboard.DashboardBody: !Sub \"...\"");
+    let body: serde_json::Value = serde_json::from_str(body).expect("the dashboard is JSON");
+    let mut metrics = Vec::new();
+    let mut expressions = Vec::new();
+    for widget in body["widgets"].as_array().expect("widgets") {
+        let props = &widget["properties"];
+        for row in props["metrics"].as_array().into_iter().flatten() {
+            let row = row.as_array().expect("a metric row is an array");
+            let strings: Vec<String> = row
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            let options = row.iter().find(|v| v.is_object());
+            if let Some(expression) = options.and_then(|o| o["expression"].as_str()) {
+                expressions.push(expression.to_string());
+                continue;
+            }
+            assert!(
+                strings.len() >= 2 && strings.len().is_multiple_of(2),
+                "{row:?}"
+            );
+            metrics.push(DashboardMetric {
+                namespace: strings[0].clone(),
+                name: strings[1].clone(),
+                dimensions: strings[2..]
+                    .chunks(2)
+                    .map(|pair| (pair[0].clone(), pair[1].clone()))
+                    .collect(),
+                stat: options
+                    .and_then(|o| o["stat"].as_str())
+                    .or(props["stat"].as_str())
+                    .expect("a stat")
+                    .to_string(),
+                region: props["region"].as_str().expect("a region").to_string(),
+            });
+        }
+    }
+    (metrics, expressions)
+}
+
+/// The dashboard reads the metrics the code emits (names, units' namespace, the operation
+/// dimension and its values all come from `sitehost::request_log`), in the namespace the
+/// functions are given, and every function's, the table's and CloudFront's figures.
+#[test]
+fn the_dashboard_shows_the_metrics_the_code_emits() {
+    use sitehost::request_log::{self, operation_name, DIMENSION, METRICS, NAMESPACE_VAR};
+    let template = template();
+    let namespace = tagged(&globals_value(&template, NAMESPACE_VAR), "Sub")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("Globals sets {NAMESPACE_VAR} with !Sub"));
+    assert_eq!(
+        namespace, "sitehost/${AWS::StackName}",
+        "one namespace per stack"
+    );
+    let operations: Vec<&str> = Operation::ALL
+        .into_iter()
+        .map(|op| {
+            // The dimension value is the function's name.
+            assert_eq!(operation_name(Some(op)), kebab(op));
+            operation_name(Some(op))
+        })
+        .collect();
+
+    let (metrics, expressions) = dashboard_metrics(&template);
+    let ours: Vec<&DashboardMetric> = metrics
+        .iter()
+        .filter(|m| m.namespace.starts_with("sitehost"))
+        .collect();
+    for metric in &ours {
+        assert_eq!(metric.namespace, namespace);
+        assert!(
+            METRICS.iter().any(|m| m.name == metric.name),
+            "the dashboard reads {}, which the code does not emit",
+            metric.name
+        );
+        assert_eq!(metric.dimensions.len(), 1, "{}", metric.name);
+        let (key, value) = &metric.dimensions[0];
+        assert_eq!(key, DIMENSION);
+        assert!(
+            operations.contains(&value.as_str()) || value == request_log::UNROUTED,
+            "{value} is no operation"
+        );
+        assert_eq!(metric.region, "${AWS::Region}");
+    }
+    let shows = |name: &str, operation: &str, stat: &str| {
+        ours.iter()
+            .any(|m| m.name == name && m.dimensions[0].1 == operation && m.stat == stat)
+    };
+    for operation in &operations {
+        for (metric, stat) in [
+            (request_log::REQUESTS, "Sum"),
+            (request_log::STATUS_4XX, "Sum"),
+            (request_log::STATUS_5XX, "Sum"),
+            (request_log::LATENCY, "p50"),
+            (request_log::LATENCY, "p99"),
+        ] {
+            assert!(
+                shows(metric.name, operation, stat),
+                "no {stat} of {} for {operation}",
+                metric.name
+            );
+        }
+    }
+    for metric in [request_log::UPLOAD_BYTES, request_log::PIPELINE_TIME] {
+        for stat in ["p50", "p99"] {
+            assert!(
+                shows(metric.name, "image-upload", stat),
+                "{stat} {}",
+                metric.name
+            );
+        }
+    }
+
+    let has = |namespace: &str, name: &str, dimension: (&str, &str)| {
+        metrics.iter().any(|m| {
+            m.namespace == namespace
+                && m.name == name
+                && m.dimensions == [(dimension.0.to_string(), dimension.1.to_string())]
+        })
+    };
+    for function in functions(&template) {
+        let reference = format!("${{{}}}", function.logical_id);
+        for name in ["Errors", "Throttles", "Duration"] {
+            assert!(
+                has("AWS/Lambda", name, ("FunctionName", &reference)),
+                "no {name} of {}",
+                function.logical_id
+            );
+        }
+    }
+    for name in ["ConsumedReadCapacityUnits", "ConsumedWriteCapacityUnits"] {
+        assert!(
+            has("AWS/DynamoDB", name, ("TableName", "${RecordsTable}")),
+            "{name}"
+        );
+    }
+    for name in ["ThrottledRequests", "SystemErrors"] {
+        assert!(
+            expressions
+                .iter()
+                .any(|e| e.contains(&format!("SUM({name})"))
+                    && e.contains("WHERE TableName = '${RecordsTable}'")),
+            "no {name} of the table in {expressions:?}"
+        );
+    }
+    for name in ["Count", "4xx", "5xx"] {
+        assert!(
+            has("AWS/ApiGateway", name, ("ApiId", "${HttpApi}")),
+            "{name}"
+        );
+    }
+    let cloudfront = metrics
+        .iter()
+        .find(|m| m.namespace == "AWS/CloudFront" && m.name == "5xxErrorRate")
+        .expect("CloudFront 5xxErrorRate");
+    assert_eq!(
+        cloudfront.region, "us-east-1",
+        "CloudFront's metrics live there only"
+    );
+    assert_eq!(
+        cloudfront.dimensions,
+        [
+            ("DistributionId".to_string(), "${Distribution}".to_string()),
+            ("Region".to_string(), "Global".to_string())
+        ]
+    );
+}
+
+/// docs/operations.md restores the table to a point in time: the template keeps that
+/// possible.
+#[test]
+fn the_records_table_has_point_in_time_recovery() {
+    let template = template();
+    let table = &template["Resources"]["RecordsTable"]["Properties"];
+    assert_eq!(
+        table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"].as_bool(),
+        Some(true)
+    );
 }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use http::HeaderMap;
 use serde_json::Value;
 
+use sitehost::api::{App, Operation};
 use sitehost::auth::NewKey;
 use sitehost::clock::FixedClock;
 use sitehost::config::Config;
-use sitehost::api::{App, Operation};
 use sitehost::store::Stores;
 
 /// 2024-05-01T12:00:00Z: when the events were signed.
