@@ -111,6 +111,6 @@ mod tests {
         let shown = layer("internal error: timed out", Some(layer("timed out", None)));
         assert_eq!(error_chain(&shown), "internal error: timed out");
         let internal = crate::ApiError::internal("dynamodb said no");
-        assert_eq!(error_chain(&internal), "internal error: dynamodb said no");
+        assert_eq!(error_chain(&internal), "dynamodb said no");
     }
 }
