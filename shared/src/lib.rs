@@ -12,7 +12,6 @@ pub mod config;
 pub mod error;
 pub mod image;
 pub mod operations;
-pub mod request_log;
 pub mod store;
 pub mod telemetry;
 pub mod validate;

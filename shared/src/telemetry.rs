@@ -8,7 +8,7 @@ use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::request_log::{self, LambdaFormat};
+use crate::api::request_log::{self, LambdaFormat};
 
 fn filter() -> Targets {
     std::env::var("RUST_LOG")

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::api::request_log::{self, RequestLog};
 use crate::api::{allowed_methods, route, ApiRequest, ApiResponse, Operation, Route};
 use crate::auth::{self, Authenticated};
 use crate::clock::{Clock, SystemClock};
@@ -10,38 +11,35 @@ use crate::config::Config;
 use crate::error::{ApiError, Result};
 #[cfg(feature = "images")]
 use crate::image::fetch::Fetcher;
-use crate::operations::business;
 use crate::operations::images as image;
-use crate::request_log::{self, RequestLog};
-use crate::store::files::{LocalFiles, SharedFiles};
-use crate::store::{BudgetDecision, BudgetKind, SharedStore, Stores};
+use crate::operations::{business, Reply, Services};
+use crate::store::files::LocalFiles;
+use crate::store::{BudgetDecision, BudgetKind, Stores};
 
 pub struct App {
-    pub store: SharedStore,
-    pub files: SharedFiles,
+    /// What the operations work with (stores, clock, configuration).
+    pub services: Services,
     /// Present when `sitehost serve` is the frontend host for locally stored files.
     pub local_files: Option<Arc<LocalFiles>>,
-    #[cfg(feature = "images")]
-    pub fetcher: Fetcher,
-    pub clock: Arc<dyn Clock>,
-    pub config: Config,
 }
 
 impl App {
     pub fn new(stores: Stores, config: Config) -> Result<Self> {
         Ok(App {
-            store: stores.records,
-            files: stores.files,
+            services: Services {
+                store: stores.records,
+                files: stores.files,
+                #[cfg(feature = "images")]
+                fetcher: Fetcher::new(config.fetch.clone())?,
+                clock: Arc::new(SystemClock),
+                config,
+            },
             local_files: stores.local_files,
-            #[cfg(feature = "images")]
-            fetcher: Fetcher::new(config.fetch.clone())?,
-            clock: Arc::new(SystemClock),
-            config,
         })
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.services.clock = clock;
         self
     }
 
@@ -117,24 +115,24 @@ impl App {
         if only.is_some_and(|op| op != route.operation) {
             return Err(ApiError::NotFound(format!("no resource at {}", req.path)));
         }
-        if req.body.len() > self.config.max_body_bytes {
+        if req.body.len() > self.services.config.max_body_bytes {
             return Err(ApiError::TooLarge(format!(
                 "the request body is over {} bytes",
-                self.config.max_body_bytes
+                self.services.config.max_body_bytes
             )));
         }
         let params = req.query_params()?;
-        let now = self.clock.now();
+        let now = self.services.clock.now();
         let base_uris = auth::candidate_base_uris(
             &req.path,
             |name| req.header(name).map(str::to_string),
-            &self.config.default_scheme,
-            &self.config.public_hosts,
-            self.config.origin_verify.as_ref(),
+            &self.services.config.default_scheme,
+            &self.services.config.public_hosts,
+            self.services.config.origin_verify.as_ref(),
         );
         let signed_params = auth::signed_params(&params, req.header("content-type"), &req.body)?;
         let auth = auth::authenticate(
-            self.store.as_ref(),
+            self.services.store.as_ref(),
             now,
             req.method.as_str(),
             &base_uris,
@@ -148,18 +146,22 @@ impl App {
         // nonce and budget draw, and nothing else (a list may read thousands of items).
         let budget = self.draw_budgets(&auth, route.operation, now);
         if route.operation.writes() {
-            let (recorded, admitted) =
-                tokio::join!(auth::record_nonce(self.store.as_ref(), &auth, now), budget);
+            let (recorded, admitted) = tokio::join!(
+                auth::record_nonce(self.services.store.as_ref(), &auth, now),
+                budget
+            );
             recorded?;
             admitted?;
             self.run(route, &auth, req, &params).await
         } else {
             // A read may run while its nonce is recorded; a replay still gets only a 401.
-            let (recorded, response) =
-                tokio::join!(auth::record_nonce(self.store.as_ref(), &auth, now), async {
+            let (recorded, response) = tokio::join!(
+                auth::record_nonce(self.services.store.as_ref(), &auth, now),
+                async {
                     budget.await?;
                     self.run(route, &auth, req, &params).await
-                });
+                }
+            );
             recorded?;
             response
         }
@@ -174,7 +176,7 @@ impl App {
         operation: Operation,
         now: i64,
     ) -> Result<()> {
-        let budgets = self.config.budgets;
+        let budgets = self.services.config.budgets;
         let uploads = if operation == Operation::ImageUpload {
             budgets.uploads_per_minute
         } else {
@@ -224,6 +226,7 @@ impl App {
             return Ok((limit, BudgetDecision::Admitted));
         }
         let decision = self
+            .services
             .store
             .consume_budget(&auth.key, kind, limit, now)
             .await?;
@@ -238,24 +241,34 @@ impl App {
         params: &[(String, String)],
     ) -> Result<ApiResponse> {
         let caller = &auth.caller;
+        let services = &self.services;
         let id = || {
             route
                 .id
                 .ok_or_else(|| ApiError::internal("routed without an id"))
         };
-        match route.operation {
-            Operation::BusinessList => business::list(self, caller, params).await,
-            Operation::BusinessGet => business::get(self, caller, id()?).await,
-            Operation::BusinessCreate => business::create(self, caller, &req.body).await,
-            Operation::BusinessUpdate => business::update(self, caller, id()?, &req.body).await,
-            Operation::ImageList => image::list(self, caller, params).await,
-            Operation::ImageGet => image::get(self, caller, id()?).await,
+        let reply = match route.operation {
+            Operation::BusinessList => business::list(services, caller, params).await,
+            Operation::BusinessGet => business::get(services, caller, id()?).await,
+            Operation::BusinessCreate => business::create(services, caller, &req.body).await,
+            Operation::BusinessUpdate => business::update(services, caller, id()?, &req.body).await,
+            Operation::ImageList => image::list(services, caller, params).await,
+            Operation::ImageGet => image::get(services, caller, id()?).await,
             #[cfg(feature = "images")]
-            Operation::ImageUpload => image::upload(self, caller, &req.body).await,
+            Operation::ImageUpload => image::upload(services, caller, &req.body).await,
             #[cfg(not(feature = "images"))]
             Operation::ImageUpload => Err(ApiError::internal(
                 "this build has no image pipeline (the sitehost crate's `images` feature)",
             )),
-        }
+        }?;
+        Ok(to_response(reply))
+    }
+}
+
+fn to_response(reply: Reply) -> ApiResponse {
+    let response = ApiResponse::json(reply.status, &reply.body);
+    match reply.location {
+        Some(location) => response.with_header("location", location),
+        None => response,
     }
 }

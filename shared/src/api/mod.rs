@@ -12,6 +12,7 @@ pub mod app;
 #[cfg(feature = "local")]
 pub mod docs;
 pub mod lambda;
+pub mod request_log;
 #[cfg(feature = "local")]
 pub mod server;
 

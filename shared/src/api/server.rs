@@ -111,7 +111,7 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
     let (parts, body) = req.into_parts();
     // Read at most one byte past the limit, so a huge body is refused without buffering
     // it, and within the body deadline, so a trickling one cannot hold the connection.
-    let reading = Limited::new(body, app.config.max_body_bytes).collect();
+    let reading = Limited::new(body, app.services.config.max_body_bytes).collect();
     let body = match tokio::time::timeout(shared.limits.body_timeout, reading).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(err))
@@ -121,7 +121,7 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
         {
             return ApiResponse::error(&ApiError::TooLarge(format!(
                 "the request body is over {} bytes",
-                app.config.max_body_bytes
+                app.services.config.max_body_bytes
             )));
         }
         Ok(Err(_)) => {

@@ -1,10 +1,9 @@
 //! The business endpoints.
 
-use http::StatusCode;
 use serde_json::Value;
 
+use super::{Reply, Services};
 use crate::account::Caller;
-use crate::api::{ApiResponse, App};
 use crate::business::Business;
 use crate::business::{
     parse_filter, resource_uri, BusinessOrder, BusinessPatch, BusinessQuery, IgnoredFields,
@@ -23,7 +22,11 @@ fn not_found(id: i64) -> ApiError {
     ApiError::NotFound(format!("no business with id {id}"))
 }
 
-pub async fn list(app: &App, caller: &Caller, params: &[(String, String)]) -> Result<ApiResponse> {
+pub async fn list(
+    services: &Services,
+    caller: &Caller,
+    params: &[(String, String)],
+) -> Result<Reply> {
     let paging = Paging::parse(params)?;
     let order = match params.iter().rev().find(|(n, _)| n == "order_by") {
         Some((_, value)) => BusinessOrder::parse(value)?,
@@ -37,7 +40,10 @@ pub async fn list(app: &App, caller: &Caller, params: &[(String, String)]) -> Re
                 limit: paging.limit,
                 offset: paging.offset,
             };
-            app.store.list_businesses(caller.account_id, &query).await?
+            services
+                .store
+                .list_businesses(caller.account_id, &query)
+                .await?
         }
         None => crate::store::Page {
             items: Vec::new(),
@@ -46,12 +52,13 @@ pub async fn list(app: &App, caller: &Caller, params: &[(String, String)]) -> Re
     };
     let objects = page.items.iter().map(Business::to_json).collect();
     let body = envelope(LIST_PATH, params, paging, page.total_count, objects);
-    Ok(ApiResponse::json(StatusCode::OK, &body))
+    Ok(Reply::ok(body))
 }
 
 /// A business the caller may see: its account's, and its sub id's if the key is restricted.
-async fn visible(app: &App, caller: &Caller, id: i64) -> Result<Business> {
-    app.store
+async fn visible(services: &Services, caller: &Caller, id: i64) -> Result<Business> {
+    services
+        .store
         .get_business(caller.account_id, id)
         .await?
         .filter(|b| b.visible_to(caller.restrict_sub_id.as_deref()))
@@ -59,7 +66,7 @@ async fn visible(app: &App, caller: &Caller, id: i64) -> Result<Business> {
 }
 
 /// The detail object: the business with its logo image and its images.
-async fn detail(app: &App, caller: &Caller, business: &Business) -> Result<Value> {
+async fn detail(services: &Services, caller: &Caller, business: &Business) -> Result<Value> {
     let restrict = caller.restrict_sub_id.as_deref();
     let images_query = ImageQuery {
         filter: ImageFilter {
@@ -73,13 +80,13 @@ async fn detail(app: &App, caller: &Caller, business: &Business) -> Result<Value
     };
     let logo = async {
         match business.logo_image_id {
-            Some(id) => app.store.get_image(caller.account_id, id).await,
+            Some(id) => services.store.get_image(caller.account_id, id).await,
             None => Ok(None),
         }
     };
     let (logo, images) = tokio::try_join!(
         logo,
-        app.store.list_images(caller.account_id, &images_query)
+        services.store.list_images(caller.account_id, &images_query)
     )?;
     // A logo of another sub id (set by an unrestricted key) keeps its id but is not shown.
     let logo = logo.filter(|image| image.visible_to(restrict));
@@ -89,22 +96,19 @@ async fn detail(app: &App, caller: &Caller, business: &Business) -> Result<Value
     ))
 }
 
-pub async fn get(app: &App, caller: &Caller, id: i64) -> Result<ApiResponse> {
-    let business = visible(app, caller, id).await?;
-    Ok(ApiResponse::json(
-        StatusCode::OK,
-        &detail(app, caller, &business).await?,
-    ))
+pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply> {
+    let business = visible(services, caller, id).await?;
+    Ok(Reply::ok(detail(services, caller, &business).await?))
 }
 
-pub async fn create(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiResponse> {
+pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
     let body = json_object(body)?;
     let new = NewBusiness::from_json(&body, caller)?;
     IgnoredFields::of(&body, true).log();
     if let (Some(logo), Some(_)) = (new.logo_image_id, &caller.restrict_sub_id) {
         // An image's account and sub id never change and images are never deleted, so this
         // check cannot go stale before the store's own (account) check in its transaction.
-        let visible = app
+        let visible = services
             .store
             .get_image(caller.account_id, logo)
             .await?
@@ -116,37 +120,33 @@ pub async fn create(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiRespon
             ));
         }
     }
-    let business = app
+    let business = services
         .store
-        .create_business(caller.account_id, new, app.clock.now())
+        .create_business(caller.account_id, new, services.clock.now())
         .await?;
     tracing::info!(
         business_id = business.id,
         account_id = caller.account_id,
         "business created"
     );
-    let body = detail(app, caller, &business).await?;
-    Ok(ApiResponse::json(StatusCode::CREATED, &body)
-        .with_header("location", resource_uri(business.id)))
+    let body = detail(services, caller, &business).await?;
+    Ok(Reply::created(body, resource_uri(business.id)))
 }
 
-pub async fn update(app: &App, caller: &Caller, id: i64, body: &[u8]) -> Result<ApiResponse> {
+pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) -> Result<Reply> {
     let body = json_object(body)?;
     let patch = BusinessPatch::from_json(&body, id, caller)?;
     IgnoredFields::of(&body, false).log();
-    let business = app
+    let business = services
         .store
         .update_business(
             caller.account_id,
             id,
             caller.restrict_sub_id.as_deref(),
             patch,
-            app.clock.now(),
+            services.clock.now(),
         )
         .await?
         .ok_or_else(|| not_found(id))?;
-    Ok(ApiResponse::json(
-        StatusCode::OK,
-        &detail(app, caller, &business).await?,
-    ))
+    Ok(Reply::ok(detail(services, caller, &business).await?))
 }

@@ -1,9 +1,7 @@
 //! The image endpoints.
 
-use http::StatusCode;
-
+use super::{Reply, Services};
 use crate::account::Caller;
-use crate::api::{ApiResponse, App};
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::image::{Image, ImageFilter, ImageQuery};
 use crate::operations::listing::{envelope, Paging};
@@ -52,33 +50,43 @@ fn parse_query(params: &[(String, String)], caller: &Caller) -> Result<ImageQuer
     })
 }
 
-pub async fn list(app: &App, caller: &Caller, params: &[(String, String)]) -> Result<ApiResponse> {
+pub async fn list(
+    services: &Services,
+    caller: &Caller,
+    params: &[(String, String)],
+) -> Result<Reply> {
     let query = parse_query(params, caller)?;
-    let page = app.store.list_images(caller.account_id, &query).await?;
+    let page = services
+        .store
+        .list_images(caller.account_id, &query)
+        .await?;
     let objects = page.items.iter().map(Image::to_json).collect();
     let paging = Paging {
         limit: query.limit,
         offset: query.offset,
     };
-    Ok(ApiResponse::json(
-        StatusCode::OK,
-        &envelope(LIST_PATH, params, paging, page.total_count, objects),
-    ))
+    Ok(Reply::ok(envelope(
+        LIST_PATH,
+        params,
+        paging,
+        page.total_count,
+        objects,
+    )))
 }
 
-pub async fn get(app: &App, caller: &Caller, id: i64) -> Result<ApiResponse> {
-    let image = app
+pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply> {
+    let image = services
         .store
         .get_image(caller.account_id, id)
         .await?
         .filter(|image| image.visible_to(caller.restrict_sub_id.as_deref()))
         .ok_or_else(|| ApiError::NotFound(format!("no image with id {id}")))?;
-    Ok(ApiResponse::json(StatusCode::OK, &image.to_json()))
+    Ok(Reply::ok(image.to_json()))
 }
 
 #[cfg(feature = "images")]
-pub async fn upload(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiResponse> {
-    let (image, processed) = super::upload::upload(app, caller, body).await?;
+pub async fn upload(services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
+    let (image, processed) = super::upload::upload(services, caller, body).await?;
     tracing::info!(
         image_id = image.id,
         account_id = caller.account_id,
@@ -89,6 +97,5 @@ pub async fn upload(app: &App, caller: &Caller, body: &[u8]) -> Result<ApiRespon
         total_ms = processed.timings.total.as_millis() as u64,
         "image stored"
     );
-    Ok(ApiResponse::json(StatusCode::CREATED, &image.to_json())
-        .with_header("location", image.resource_uri()))
+    Ok(Reply::created(image.to_json(), image.resource_uri()))
 }

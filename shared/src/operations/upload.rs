@@ -14,13 +14,13 @@ use base64::Engine;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use super::upload_stats::record_upload;
+use super::Services;
 use crate::account::Caller;
-use crate::api::App;
 use crate::business::Business;
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::image::pipeline::{self, Processed};
 use crate::image::{variant_path, Image, NewImage};
-use crate::request_log::record_upload;
 use crate::store::files::SharedFiles;
 
 /// Where uploads live, relative to the frontend host.
@@ -268,14 +268,14 @@ async fn remove_files(files: &SharedFiles, paths: &[String]) {
 }
 
 pub async fn upload(
-    app: &App,
+    services: &Services,
     caller: &Caller,
     body: &[u8],
 ) -> Result<(crate::image::Image, Processed)> {
     let request = UploadRequest::from_json(crate::validate::json_object(body)?)?;
     let business = match request.business_id {
         Some(business_id) => {
-            let visible = app
+            let visible = services
                 .store
                 .get_business(caller.account_id, business_id)
                 .await?
@@ -295,20 +295,20 @@ pub async fn upload(
     let (bytes, name) = match &request.source {
         Source::Url(url) => {
             let started = Instant::now();
-            let fetched = app.fetcher.fetch(url).await;
+            let fetched = services.fetcher.fetch(url).await;
             record_upload(|stats| stats.fetch = Some(started.elapsed()));
             let fetched = fetched?;
             (fetched.bytes, Some(fetched.final_url))
         }
         Source::Base64 { name, data } => {
             let started = Instant::now();
-            let decoded = decode_base64(data, app.config.upload_max_bytes);
+            let decoded = decode_base64(data, services.config.upload_max_bytes);
             record_upload(|stats| stats.base64 = Some(started.elapsed()));
             (Bytes::from(decoded?), name.clone())
         }
     };
     record_upload(|stats| stats.bytes = Some(bytes.len() as u64));
-    let limits = app.config.image_limits;
+    let limits = services.config.image_limits;
     let original = bytes.clone();
     let started = Instant::now();
     let joined = tokio::task::spawn_blocking(move || pipeline::process(&bytes, &limits)).await;
@@ -331,7 +331,7 @@ pub async fn upload(
         stats.resize = Some(timings.resize);
         stats.encode = Some(timings.encode);
     });
-    let id = app.store.allocate_image_id().await?;
+    let id = services.store.allocate_image_id().await?;
     let path = original_path(&file_stem(name.as_deref()), id, processed.extension);
     let mut objects = vec![(path.clone(), original, processed.mimetype)];
     let mut processed = processed;
@@ -344,7 +344,7 @@ pub async fn upload(
         ));
     }
     let started = Instant::now();
-    let written = store_files(&app.files, objects).await;
+    let written = store_files(&services.files, objects).await;
     record_upload(|stats| stats.store = Some(started.elapsed()));
     let written = written?;
     let new = NewImage {
@@ -359,9 +359,9 @@ pub async fn upload(
         user_id: caller.user_id,
     };
     let started = Instant::now();
-    let created = app
+    let created = services
         .store
-        .create_image(caller.account_id, new, app.clock.now())
+        .create_image(caller.account_id, new, services.clock.now())
         .await;
     record_upload(|stats| stats.record = Some(started.elapsed()));
     match created {
@@ -369,14 +369,14 @@ pub async fn upload(
         // An internal error (a timeout, a lost response) does not prove that nothing was
         // written: settle the id before touching the files.
         Err(err @ ApiError::Internal(_)) => {
-            let image = settle(app, caller, id, &path, &written).await;
+            let image = settle(services, caller, id, &path, &written).await;
             match image {
                 Some(image) => Ok((image, processed)),
                 None => Err(err),
             }
         }
         Err(err) => {
-            remove_files(&app.files, &written).await;
+            remove_files(&services.files, &written).await;
             Err(err)
         }
     }
@@ -386,13 +386,13 @@ pub async fn upload(
 /// succeeded). Otherwise the id is barred and the files removed; if even that cannot be
 /// found out, the files stay for `sitehost files sweep` to judge later.
 async fn settle(
-    app: &App,
+    services: &Services,
     caller: &Caller,
     id: i64,
     path: &str,
     written: &[String],
 ) -> Option<Image> {
-    match app.store.settle_image(id).await {
+    match services.store.settle_image(id).await {
         Ok(Some(image)) if image.account_id == caller.account_id && image.path == path => {
             tracing::warn!(
                 image_id = id,
@@ -404,7 +404,7 @@ async fn settle(
             if other.is_some() {
                 tracing::error!(image_id = id, "image id recorded for other files");
             }
-            remove_files(&app.files, written).await;
+            remove_files(&services.files, written).await;
             None
         }
         Err(err) => {

@@ -378,10 +378,16 @@ async fn a_failed_file_write_leaves_no_record_and_no_files() {
     let mut stores = Stores::embedded(dir.path()).expect("stores");
     stores.files = Arc::new(FailingFiles::new(stores.files.clone(), ".small."));
     let app = App::new(stores, Config::embedded(dir.path().into())).expect("app");
-    let account = app.store.ensure_account("a").await.expect("account");
+    let account = app
+        .services
+        .store
+        .ensure_account("a")
+        .await
+        .expect("account");
     assert_eq!(account.id, caller().account_id);
     let body = json!({"upload": {"file": b64(&png(400, 300))}}).to_string();
-    let result = sitehost::operations::upload::upload(&app, &caller(), body.as_bytes()).await;
+    let result =
+        sitehost::operations::upload::upload(&app.services, &caller(), body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))));
     let query = sitehost::image::ImageQuery {
         filter: Default::default(),
@@ -390,7 +396,8 @@ async fn a_failed_file_write_leaves_no_record_and_no_files() {
         offset: 0,
     };
     assert_eq!(
-        app.store
+        app.services
+            .store
             .list_images(1, &query)
             .await
             .expect("list")
@@ -412,12 +419,17 @@ async fn a_failed_record_write_that_cannot_be_checked_keeps_the_files() {
     let dir = tempfile::tempdir().expect("dir");
     let stores = Stores::embedded(dir.path()).expect("stores");
     let app = App::new(stores, Config::embedded(dir.path().into())).expect("app");
-    app.store.ensure_account("a").await.expect("account");
+    app.services
+        .store
+        .ensure_account("a")
+        .await
+        .expect("account");
     // Break the record write underneath the store: the images table is gone.
     let db = rusqlite::Connection::open(dir.path().join("sitehost.db")).expect("db");
     db.execute_batch("DROP TABLE images").expect("drop");
     let body = json!({"upload": {"file": b64(&png(64, 64))}}).to_string();
-    let result = sitehost::operations::upload::upload(&app, &caller(), body.as_bytes()).await;
+    let result =
+        sitehost::operations::upload::upload(&app.services, &caller(), body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(
         stored_files(dir.path()).len(),

@@ -162,7 +162,8 @@ async fn an_s3_put_failing_leaves_no_record_and_no_objects() {
         restrict_sub_id: None,
     };
     let body = json!({"upload": {"file": b64(&png(700, 500))}}).to_string();
-    let result = sitehost::operations::upload::upload(&app, &caller, body.as_bytes()).await;
+    let result =
+        sitehost::operations::upload::upload(&app.services, &caller, body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(aws.object_keys().await, Vec::<String>::new());
     let query = ImageQuery {
@@ -201,7 +202,8 @@ async fn a_dynamodb_write_failing_leaves_no_objects() {
         restrict_sub_id: None,
     };
     let body = json!({"upload": {"file": b64(&png(400, 400))}}).to_string();
-    let result = sitehost::operations::upload::upload(&app, &caller, body.as_bytes()).await;
+    let result =
+        sitehost::operations::upload::upload(&app.services, &caller, body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(aws.object_keys().await, Vec::<String>::new());
     aws.table.delete().await;

@@ -1508,11 +1508,11 @@ fn dashboard_metrics(template: &Value) -> (Vec<DashboardMetric>, Vec<String>) {
 }
 
 /// The dashboard reads the metrics the code emits (names, units' namespace, the operation
-/// dimension and its values all come from `sitehost::request_log`), in the namespace the
+/// dimension and its values all come from `sitehost::api::request_log`), in the namespace the
 /// functions are given, and every function's, the table's and CloudFront's figures.
 #[test]
 fn the_dashboard_shows_the_metrics_the_code_emits() {
-    use sitehost::request_log::{self, operation_name, DIMENSION, METRICS, NAMESPACE_VAR};
+    use sitehost::api::request_log::{self, operation_name, DIMENSION, METRICS, NAMESPACE_VAR};
     let template = template();
     let namespace = tagged(&globals_value(&template, NAMESPACE_VAR), "Sub")
         .and_then(Value::as_str)

@@ -13,9 +13,7 @@
 //! [`METRICS`] from it, per operation, with no API call. `sitehost serve` writes the same
 //! fields as a readable line, without metrics (unless `SITEHOST_LOG_FORMAT=json`).
 
-use std::cell::RefCell;
 use std::fmt;
-use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
@@ -26,6 +24,7 @@ use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::api::Operation;
+pub use crate::operations::upload_stats::{collecting_upload_stats, UploadStats};
 
 /// The `tracing` target of the request line (`RUST_LOG=sitehost::request=warn` keeps only
 /// the 5xx lines; on Lambda the metrics come from these lines, so keep them at `info`).
@@ -104,46 +103,6 @@ pub const UNROUTED: &str = "unrouted";
 pub fn new_request_id() -> String {
     use rand::distr::{Alphanumeric, SampleString};
     Alphanumeric.sample_string(&mut rand::rng(), 16)
-}
-
-/// What an upload's stages took; `None` for a stage it did not reach.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UploadStats {
-    /// The image file's size: fetched, or decoded from base64.
-    pub bytes: Option<u64>,
-    /// Fetching `external_url`.
-    pub fetch: Option<Duration>,
-    /// Decoding the base64 `upload.file`.
-    pub base64: Option<Duration>,
-    /// The whole pipeline (wall time of its blocking task): decode, resize, encode.
-    pub pipeline: Option<Duration>,
-    pub decode: Option<Duration>,
-    pub resize: Option<Duration>,
-    pub encode: Option<Duration>,
-    /// Writing the original and its variants to the file store (concurrently).
-    pub store: Option<Duration>,
-    /// Writing the image record.
-    pub record: Option<Duration>,
-}
-
-tokio::task_local! {
-    static UPLOAD: RefCell<UploadStats>;
-}
-
-/// Runs a request's work, collecting what its upload stages note with [`record_upload`].
-pub async fn collecting_upload_stats<F: Future>(work: F) -> (F::Output, UploadStats) {
-    UPLOAD
-        .scope(RefCell::new(UploadStats::default()), async {
-            let output = work.await;
-            (output, UPLOAD.with(|stats| *stats.borrow()))
-        })
-        .await
-}
-
-/// Notes an upload stage of the current request (nothing outside
-/// [`collecting_upload_stats`], e.g. a benchmark calling the upload directly).
-pub fn record_upload(note: impl FnOnce(&mut UploadStats)) {
-    let _ = UPLOAD.try_with(|stats| note(&mut stats.borrow_mut()));
 }
 
 /// One request, as logged.
@@ -578,7 +537,7 @@ mod tests {
     #[test]
     fn lambda_requests_carry_both_ids() {
         use lambda_http::RequestExt;
-        let event = include_str!("../../events/business-get.json");
+        let event = include_str!("../../../events/business-get.json");
         let request = lambda_http::request::from_str(event).expect("an API Gateway event");
         let mut context = lambda_http::Context::default();
         context.request_id = "8476a536-e9f4-11e8-9739-2dfe598c3fcd".into();
