@@ -41,13 +41,13 @@ fn unauthorized(msg: &str) -> ApiError {
 
 /// Splits a raw query string into decoded pairs, keeping order and repeats.
 pub fn parse_query(raw: &str) -> Result<Vec<(String, String)>> {
-    raw.split('&')
-        .filter(|part| !part.is_empty())
-        .map(|part| {
-            let (name, value) = part.split_once('=').unwrap_or((part, ""));
-            Ok((decode(name, true)?, decode(value, true)?))
-        })
-        .collect()
+    // `form_urlencoded` decodes invalid UTF-8 lossily; a signature must not be checked
+    // against text the client never sent, so the whole string is checked strictly first.
+    // ASCII separators are character boundaries, so every part is valid if the whole is.
+    decode(raw, true)?;
+    Ok(form_urlencoded::parse(raw.as_bytes())
+        .map(|(name, value)| (name.into_owned(), value.into_owned()))
+        .collect())
 }
 
 /// The oauth parameters of an `Authorization: OAuth ...` header (realm dropped).

@@ -87,24 +87,17 @@ impl Paging {
     }
 }
 
-fn form_encode(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC)
-        .to_string()
-        .replace("%2D", "-")
-        .replace("%5F", "_")
-        .replace("%2E", ".")
-}
-
 /// A link to another page: the same path and parameters, oauth ones dropped.
 fn page_link(path: &str, params: &[(String, String)], limit: u64, offset: u64) -> String {
-    let mut parts: Vec<String> = params
-        .iter()
-        .filter(|(n, _)| n != "limit" && n != "offset" && !n.starts_with("oauth_"))
-        .map(|(n, v)| format!("{}={}", form_encode(n), form_encode(v)))
-        .collect();
-    parts.push(format!("limit={limit}"));
-    parts.push(format!("offset={offset}"));
-    format!("{path}?{}", parts.join("&"))
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query.extend_pairs(
+        params
+            .iter()
+            .filter(|(n, _)| n != "limit" && n != "offset" && !n.starts_with("oauth_")),
+    );
+    query.append_pair("limit", &limit.to_string());
+    query.append_pair("offset", &offset.to_string());
+    format!("{path}?{}", query.finish())
 }
 
 /// `{"meta": {...}, "objects": [...]}`. `path` is the canonical list path.
