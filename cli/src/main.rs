@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 use sitehost::api::App;
@@ -61,8 +62,8 @@ enum FilesCommand {
         /// Lists what would be removed; changes nothing.
         #[arg(long)]
         dry_run: bool,
-        /// S3 bucket of the upload files, with --store dynamodb.
-        #[arg(long, env = "SITEHOST_BUCKET")]
+        /// S3 bucket of the upload files, with --store dynamodb. Default: SITEHOST_BUCKET.
+        #[arg(long)]
         bucket: Option<String>,
         #[command(flatten)]
         store: StoreArgs,
@@ -70,7 +71,7 @@ enum FilesCommand {
 }
 
 /// `90s`, `30m`, `1h`, `2d` or plain seconds, at least the sweeper's minimum grace.
-fn parse_age(text: &str) -> Result<i64, String> {
+fn parse_age(text: &str) -> std::result::Result<i64, String> {
     use sitehost::image::sweep::MIN_GRACE_SECS;
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
@@ -102,23 +103,20 @@ async fn sweep_files(
     dry_run: bool,
     bucket: Option<String>,
     store_args: StoreArgs,
-) -> Result<(), String> {
+) -> Result<()> {
     use sitehost::image::sweep::{sweep, SweepOptions};
     let mut config = store_args.config()?;
-    if let StoreKind::DynamoDb { .. } = config.store {
-        config.bucket = Some(bucket.ok_or("--store dynamodb needs --bucket or SITEHOST_BUCKET")?);
+    config.bucket = bucket.or(config.bucket);
+    if matches!(config.store, StoreKind::DynamoDb { .. }) && config.bucket.is_none() {
+        bail!("--store dynamodb needs --bucket or SITEHOST_BUCKET");
     }
-    let stores = sitehost::store::open(&config)
-        .await
-        .map_err(|e| e.to_string())?;
+    let stores = sitehost::store::open(&config).await?;
     let options = SweepOptions {
         now: SystemClock.now(),
         grace_secs: older_than,
         dry_run,
     };
-    let report = sweep(stores.records.as_ref(), stores.files.as_ref(), options)
-        .await
-        .map_err(|e| e.to_string())?;
+    let report = sweep(stores.records.as_ref(), stores.files.as_ref(), options).await?;
     let verb = if dry_run { "would remove" } else { "removed" };
     for set in &report.orphans {
         println!("{verb} {set}.*");
@@ -186,25 +184,23 @@ struct StoreArgs {
 impl StoreArgs {
     /// The one reading of the configuration: the command's defaults and these options,
     /// which win over the environment.
-    fn config(&self) -> Result<Config, String> {
+    fn config(&self) -> Result<Config> {
         Config::from_env(Defaults {
             store_choice: self.store.clone(),
             data_dir_choice: self.data_dir.clone(),
             table_choice: self.table.clone(),
             ..Defaults::command()
         })
-        .map_err(|e| e.to_string())
+        .context("reading the configuration")
     }
 
-    async fn open(&self) -> Result<(Config, Stores), String> {
+    async fn open(&self) -> Result<(Config, Stores)> {
         let config = self.config()?;
-        let stores = sitehost::store::open(&config)
-            .await
-            .map_err(|e| e.to_string())?;
+        let stores = sitehost::store::open(&config).await?;
         Ok((config, stores))
     }
 
-    async fn records(&self) -> Result<SharedStore, String> {
+    async fn records(&self) -> Result<SharedStore> {
         Ok(self.open().await?.1.records)
     }
 }
@@ -229,29 +225,18 @@ async fn create_key(
     account: &str,
     sub_id: Option<String>,
     user_id: Option<i64>,
-) -> Result<ApiKey, String> {
-    let account = store
-        .ensure_account(account)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<ApiKey> {
+    let account = store.ensure_account(account).await?;
     let new = NewKey::generate(account.id, user_id, sub_id, SystemClock.now());
-    store.create_key(new).await.map_err(|e| e.to_string())
+    Ok(store.create_key(new).await?)
 }
 
-async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
+async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<()> {
     let (config, stores) = store_args.open().await?;
     let limits = config.server.clone();
     let store = &stores.records;
-    store
-        .prepare_nonce_memory()
-        .await
-        .map_err(|e| e.to_string())?;
-    if store
-        .list_keys()
-        .await
-        .map_err(|e| e.to_string())?
-        .is_empty()
-    {
+    store.prepare_nonce_memory().await?;
+    if store.list_keys().await?.is_empty() {
         let key = create_key(store, "default", None, None).await?;
         println!("No API key existed, so one was created (shown only this once):");
         println!("  key:    {}", key.key);
@@ -259,10 +244,10 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
     println!("sitehost listening on http://{local}/api/v2/");
-    let app = Arc::new(App::new(stores, config).map_err(|e| e.to_string())?);
+    let app = Arc::new(App::new(stores, config)?);
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -270,16 +255,14 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn variants(file: &std::path::Path, outdir: &std::path::Path) -> Result<(), String> {
+fn variants(file: &std::path::Path, outdir: &std::path::Path) -> Result<()> {
     use sitehost::image::pipeline::{process_file_timed, write_variants};
-    let limits = Config::from_env(Defaults::command())
-        .map_err(|e| e.to_string())?
-        .image_limits;
+    let limits = Config::from_env(Defaults::command())?.image_limits;
     let processed = process_file_timed(file, &limits).map_err(|e| match e {
-        sitehost::ApiError::Validation(fields) => format!("{}: {fields:?}", file.display()),
-        other => other.to_string(),
+        sitehost::ApiError::Validation(fields) => anyhow!("{}: {fields:?}", file.display()),
+        other => anyhow::Error::new(other).context(file.display().to_string()),
     })?;
-    let paths = write_variants(&processed, outdir).map_err(|e| e.to_string())?;
+    let paths = write_variants(&processed, outdir)?;
     println!(
         "{} {}x{} ({})",
         processed.format.name(),
@@ -301,7 +284,7 @@ fn variants(file: &std::path::Path, outdir: &std::path::Path) -> Result<(), Stri
     Ok(())
 }
 
-async fn run(cli: Cli) -> Result<(), String> {
+async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve { addr, store } => serve(addr, store).await,
         Command::Variants { file, outdir } => variants(&file, &outdir),
@@ -336,7 +319,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             KeysCommand::List { json, store } => {
                 let store = store.records().await?;
-                let keys = store.list_keys().await.map_err(|e| e.to_string())?;
+                let keys = store.list_keys().await?;
                 if json {
                     let list: Vec<_> = keys.iter().map(|k| key_json(k, false)).collect();
                     println!("{}", serde_json::Value::Array(list));
@@ -356,11 +339,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             KeysCommand::Revoke { key, store } => {
                 let store = store.records().await?;
-                if store.revoke_key(&key).await.map_err(|e| e.to_string())? {
+                if store.revoke_key(&key).await? {
                     println!("revoked {key}");
                     Ok(())
                 } else {
-                    Err(format!("no key {key}"))
+                    Err(anyhow!("no key {key}"))
                 }
             }
         },
@@ -372,8 +355,9 @@ async fn main() -> ExitCode {
     sitehost::telemetry::init_cli();
     match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("sitehost: {message}");
+        Err(error) => {
+            // `{:#}`: the error with its causes, `context: cause`.
+            eprintln!("sitehost: {error:#}");
             ExitCode::FAILURE
         }
     }
