@@ -13,6 +13,7 @@ use crate::image::{Image, ImageQuery, NewImage};
 
 pub mod dynamo;
 pub mod files;
+pub mod rules;
 #[cfg(feature = "images")]
 pub mod s3;
 pub mod scope;

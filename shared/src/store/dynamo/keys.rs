@@ -73,9 +73,9 @@ impl KeyStore for DynamoStore {
         ];
         match self.transact(actions).await? {
             TxOutcome::Committed => Ok(key),
-            TxOutcome::Cancelled(codes) if TxOutcome::failed_condition(&codes, 0) => Err(
-                ApiError::field("key", "A key with this value already exists."),
-            ),
+            TxOutcome::Cancelled(codes) if TxOutcome::failed_condition(&codes, 0) => {
+                Err(ApiError::Conflict { field: "key" })
+            }
             TxOutcome::Cancelled(codes) => Err(ApiError::internal(format!(
                 "dynamodb create key cancelled: {codes:?}"
             ))),

@@ -6,6 +6,7 @@ use std::ops::RangeInclusive;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use anyhow::Context;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     ConditionCheck, ConsumedCapacity, Delete, KeysAndAttributes, Put, ReturnConsumedCapacity,
@@ -525,7 +526,7 @@ impl DynamoStore {
         }
         let mut items = Vec::with_capacity(keys.len());
         while let Some(joined) = tasks.join_next().await {
-            items.extend(joined.map_err(ApiError::internal)??);
+            items.extend(joined.context("a BatchGetItem task")??);
         }
         Ok(items)
     }
