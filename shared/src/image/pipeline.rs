@@ -21,6 +21,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use rayon::prelude::*;
 
 use crate::error::{ApiError, Result};
@@ -313,7 +314,9 @@ pub fn process_file_timed(path: &Path, limits: &Limits) -> Result<Processed> {
     let start = Instant::now();
     let bytes = std::fs::read(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => ApiError::NotFound(path.display().to_string()),
-        _ => ApiError::internal(format!("reading {}: {e}", path.display())),
+        _ => anyhow::Error::new(e)
+            .context(format!("reading {}", path.display()))
+            .into(),
     })?;
     let read = start.elapsed();
     let mut processed = process(&bytes, limits)?;
@@ -324,15 +327,14 @@ pub fn process_file_timed(path: &Path, limits: &Limits) -> Result<Processed> {
 
 /// Writes each variant as `DIR/NAME.EXT` (creating DIR) and returns the paths.
 pub fn write_variants(processed: &Processed, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| ApiError::internal(format!("creating {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     processed
         .variants
         .iter()
         .map(|v| {
             let path = dir.join(format!("{}.{}", v.name, processed.extension));
             std::fs::write(&path, &v.bytes)
-                .map_err(|e| ApiError::internal(format!("writing {}: {e}", path.display())))?;
+                .with_context(|| format!("writing {}", path.display()))?;
             Ok(path)
         })
         .collect()
