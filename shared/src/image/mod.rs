@@ -15,7 +15,8 @@ pub mod sweep;
 #[cfg(feature = "images")]
 pub mod upload;
 
-/// The variants every upload gets, longest side in pixels, largest first.
+/// The variants every upload gets: name and the box its longest side is fitted into (never
+/// upscaled), largest first.
 pub const VARIANTS: [(&str, u32); 5] = [
     ("big", 2048),
     ("large", 1024),

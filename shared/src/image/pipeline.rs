@@ -1,8 +1,8 @@
 //! The upload image pipeline: detect the type from the bytes, check the header dimensions
 //! against the limits before decoding (the size the decoder itself will use, checked again
-//! after its header parse and before it allocates), decode once, turn upright (EXIF orientation), make
-//! the five variants by cascaded Lanczos3 downsampling and encode them in parallel in the
-//! original's format, without metadata.
+//! after its header parse and before it allocates), decode once, make the five variants
+//! ([`VARIANTS`]) by cascaded Lanczos3 downsampling, turn them upright (EXIF orientation)
+//! and encode them in parallel in the original's format, without metadata.
 //!
 //! All of it is synchronous CPU work: call it from `tokio::task::spawn_blocking`. The
 //! original upload is never modified; the caller stores its own bytes as they came.
@@ -24,17 +24,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use rayon::prelude::*;
 
+use super::VARIANTS;
 use crate::error::{ApiError, Result};
-
-/// The variants every upload gets: name and the box its longest side is fitted into,
-/// largest first.
-pub const VARIANT_BOXES: [(&str, u32); 5] = [
-    ("big", 2048),
-    ("large", 1024),
-    ("medium", 640),
-    ("small", 320),
-    ("thumbnail", 150),
-];
 
 /// The form field that validation errors are reported under.
 const FIELD: &str = "upload";
@@ -212,7 +203,7 @@ pub struct Processed {
     /// Upright size of the original.
     pub width: u32,
     pub height: u32,
-    /// In the order of [`VARIANT_BOXES`]: big, large, medium, small, thumbnail.
+    /// In the order of [`VARIANTS`]: big, large, medium, small, thumbnail.
     pub variants: Vec<Variant>,
     pub timings: Timings,
 }
@@ -252,9 +243,9 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
     // Sizes in upright terms, then in stored terms for resizing before rotating: rotating
     // the small variants is much cheaper than rotating the full image.
     let swap = resize::swaps_sides(info.orientation);
-    let mut distinct: Vec<(u32, u32)> = Vec::with_capacity(VARIANT_BOXES.len());
-    let mut which = Vec::with_capacity(VARIANT_BOXES.len());
-    for &(_, side) in &VARIANT_BOXES {
+    let mut distinct: Vec<(u32, u32)> = Vec::with_capacity(VARIANTS.len());
+    let mut which = Vec::with_capacity(VARIANTS.len());
+    for &(_, side) in &VARIANTS {
         let (w, h) = resize::fit(info.width, info.height, side);
         let stored = if swap { (h, w) } else { (w, h) };
         // Images smaller than some boxes give equal consecutive sizes: make and encode once.
@@ -276,8 +267,8 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
         .collect::<Result<_>>()?;
     let done = Instant::now();
 
-    let mut variants = Vec::with_capacity(VARIANT_BOXES.len());
-    for (&(name, side), &index) in VARIANT_BOXES.iter().zip(&which) {
+    let mut variants = Vec::with_capacity(VARIANTS.len());
+    for (&(name, side), &index) in VARIANTS.iter().zip(&which) {
         let pixels = &upright[index];
         if (pixels.width, pixels.height) != resize::fit(info.width, info.height, side) {
             return Err(ApiError::internal(format!(

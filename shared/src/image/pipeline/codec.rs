@@ -133,7 +133,7 @@ fn agree(header: &Header, width: u32, height: u32) -> Result<()> {
 /// zune-jpeg directly (the same decoder `image` uses) to borrow the input without a copy and
 /// to keep greyscale JPEGs single-channel.
 fn decode_jpeg(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
-    super::sniff::jpeg_check_body(bytes)?;
+    super::sniff::jpeg_check_body(bytes, header)?;
     let side = limits.max_side as usize;
     let options = DecoderOptions::default()
         .set_max_width(side)

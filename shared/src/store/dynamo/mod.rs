@@ -200,7 +200,6 @@ impl DynamoStore {
         Ok(first)
     }
 
-    /// A (consistent) `GetItem`.
     /// `UpdateItem ADD n :amount` on a counter item (setting its TTL `expires_at` when
     /// given), answering the counter's new value: id sequences and request budgets.
     async fn add_to_counter(
@@ -234,6 +233,7 @@ impl DynamoStore {
         get_n(out.attributes().unwrap_or(&HashMap::new()), "n")
     }
 
+    /// A (consistent) `GetItem`.
     async fn get_item(&self, key: Item) -> Result<Option<Item>> {
         let out = self
             .client
