@@ -47,12 +47,13 @@ impl KeyStore for DynamoStore {
     }
 
     async fn create_key(&self, new: NewKey) -> Result<ApiKey> {
-        // The key is also the sort key of its listing entry: non-empty, at most 1 KB.
+        // The key is also the sort key of its listing entry: non-empty, at most 1 KB. Keys
+        // are generated (`NewKey::generate`, 20 characters), so another size is our bug.
         if new.key.is_empty() || new.key.len() > MAX_KEY_BYTES {
-            return Err(ApiError::field(
-                "key",
-                format!("A key must have 1 to {MAX_KEY_BYTES} bytes."),
-            ));
+            return Err(ApiError::internal(format!(
+                "a key must have 1 to {MAX_KEY_BYTES} bytes, this one has {}",
+                new.key.len()
+            )));
         }
         let user_id = match new.user_id {
             Some(id) => id,

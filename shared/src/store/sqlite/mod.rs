@@ -4,6 +4,9 @@
 //! Counts come from the same per-scope counters the DynamoDB store keeps (see
 //! `store::scope`), updated in the write's transaction, so both stores report identical
 //! `total_count`s without counting rows.
+//!
+//! Shaped like `store::dynamo`: the connections, transactions, sequences and counters here;
+//! one module per record kind (`businesses`, `images`, `keys`, `budgets`, `nonces`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
