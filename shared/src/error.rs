@@ -35,6 +35,19 @@ pub enum ApiError {
         message: String,
         retry_after_secs: u64,
     },
+    /// A record names another the caller's account (and sub id) does not have: the `kind`
+    /// (`image`, `business`) with this `id`, given in `field`. The stores signal it; it
+    /// answers 400 on that field.
+    #[error("{field}: no {kind} {id} in this account")]
+    MissingReference {
+        field: &'static str,
+        kind: &'static str,
+        id: i64,
+    },
+    /// A write would repeat a value that must be unique (`field`, e.g. an API key). The
+    /// stores signal it; it answers 400 on that field.
+    #[error("{field}: this value already exists")]
+    Conflict { field: &'static str },
     /// Our fault. The cause chain goes to the logs only (`telemetry::error_chain`); the client sees a
     /// generic text. `?` on an `anyhow::Result` (`.context("what we were doing")`) lands here.
     #[error(transparent)]
@@ -63,7 +76,9 @@ impl ApiError {
 
     pub fn status(&self) -> u16 {
         match self {
-            ApiError::Validation(_) => 400,
+            ApiError::Validation(_)
+            | ApiError::MissingReference { .. }
+            | ApiError::Conflict { .. } => 400,
             ApiError::Unauthorized(_) => 401,
             ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed(_) => 405,
@@ -78,6 +93,12 @@ impl ApiError {
     pub fn body(&self) -> Value {
         match self {
             ApiError::Validation(fields) => json!(fields),
+            ApiError::MissingReference { field, kind, id } => {
+                field_body(field, format!("There is no {kind} {id} in this account."))
+            }
+            ApiError::Conflict { field } => {
+                field_body(field, format!("A {field} with this value already exists."))
+            }
             ApiError::Unauthorized(msg)
             | ApiError::NotFound(msg)
             | ApiError::TooLarge(msg)
@@ -90,6 +111,11 @@ impl ApiError {
             ApiError::Internal(_) => json!({ "error": "internal server error" }),
         }
     }
+}
+
+/// The body of a single message on one field, as `Validation` renders it.
+fn field_body(field: &str, message: String) -> Value {
+    json!({ field: [message] })
 }
 
 /// Collects several field errors before failing, so a client sees all of them at once.
@@ -143,6 +169,26 @@ mod tests {
         assert_eq!(
             err.body(),
             json!({"business_name": ["This field is required."]})
+        );
+    }
+
+    #[test]
+    fn store_errors_answer_400_on_their_field() {
+        let missing = ApiError::MissingReference {
+            field: "logo_image_id",
+            kind: "image",
+            id: 7,
+        };
+        assert_eq!(missing.status(), 400);
+        assert_eq!(
+            missing.body(),
+            json!({"logo_image_id": ["There is no image 7 in this account."]})
+        );
+        let conflict = ApiError::Conflict { field: "key" };
+        assert_eq!(conflict.status(), 400);
+        assert_eq!(
+            conflict.body(),
+            json!({"key": ["A key with this value already exists."]})
         );
     }
 

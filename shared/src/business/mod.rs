@@ -4,9 +4,8 @@ use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
 
 use crate::account::Caller;
-use crate::clock::{format_timestamp, utc_date};
+use crate::clock::format_timestamp;
 use crate::error::{ApiError, FieldErrors, Result};
-use crate::store::scope::{all_scopes, scope_name, Term};
 use crate::validate;
 
 pub const MAX_NAME_CHARS: usize = 255;
@@ -102,65 +101,10 @@ pub struct BusinessQuery {
     pub offset: u64,
 }
 
-impl BusinessFilter {
-    fn terms(&self) -> Vec<Term> {
-        let mut terms = Vec::new();
-        if let Some(deleted) = self.deleted {
-            terms.push(("d", if deleted { "1" } else { "0" }.to_string()));
-        }
-        if let Some(sub) = &self.partner_sub_id {
-            terms.push(("s", sub.clone()));
-        }
-        if let Some(day) = self.added_date {
-            terms.push(("t", day.to_string()));
-        }
-        if let Some(pbid) = &self.partner_business_id {
-            terms.push(("p", pbid.clone()));
-        }
-        terms
-    }
-
-    /// The scope whose counter and entries answer this filter.
-    pub fn scope(&self) -> String {
-        scope_name(&self.terms())
-    }
-
-    pub fn matches(&self, b: &Business) -> bool {
-        self.deleted.is_none_or(|d| d == b.deleted)
-            && self
-                .partner_sub_id
-                .as_ref()
-                .is_none_or(|s| b.partner_sub_id.as_ref() == Some(s))
-            && self.added_date.is_none_or(|d| d == utc_date(b.added))
-            && self
-                .partner_business_id
-                .as_ref()
-                .is_none_or(|p| b.partner_business_id.as_ref() == Some(p))
-    }
-}
-
 impl Business {
     /// Whether a key restricted to `restrict_sub_id` (if any) may see this business.
     pub fn visible_to(&self, restrict_sub_id: Option<&str>) -> bool {
         restrict_sub_id.is_none_or(|sub| self.partner_sub_id.as_deref() == Some(sub))
-    }
-
-    /// Every list scope this business belongs to (one per subset of its filter values).
-    pub fn scopes(&self) -> Vec<String> {
-        all_scopes(
-            &BusinessFilter {
-                deleted: Some(self.deleted),
-                partner_sub_id: self.partner_sub_id.clone(),
-                added_date: Some(utc_date(self.added)),
-                partner_business_id: self.partner_business_id.clone(),
-            }
-            .terms(),
-        )
-    }
-
-    /// The case-insensitive sort key of the name; ties are broken by id by the stores.
-    pub fn name_key(&self) -> String {
-        name_key(&self.business_name)
     }
 
     /// Applies a validated patch; returns whether anything changed.
@@ -227,10 +171,6 @@ impl Business {
 
 pub fn resource_uri(id: i64) -> String {
     format!("/api/v2/businesses/{id}/")
-}
-
-pub fn name_key(name: &str) -> String {
-    name.to_lowercase()
 }
 
 /// Django-style slug: ASCII letters and digits, runs of anything else become one hyphen.
@@ -680,33 +620,5 @@ mod tests {
             &caller(),
         );
         assert_eq!(f.ok().flatten().and_then(|f| f.deleted), Some(true));
-    }
-
-    #[test]
-    fn scopes_cover_every_matching_filter() {
-        let b = NewBusiness {
-            business_name: "A".into(),
-            partner_business_id: Some("p".into()),
-            partner_sub_id: Some("s".into()),
-            category_id: None,
-            logo_image_id: None,
-            user_id: 1,
-        }
-        .into_business(1, 1, 1_369_395_621);
-        let scopes = b.scopes();
-        assert_eq!(scopes.len(), 16);
-        let f = BusinessFilter {
-            deleted: Some(false),
-            partner_sub_id: Some("s".into()),
-            ..Default::default()
-        };
-        assert!(f.matches(&b));
-        assert!(scopes.contains(&f.scope()));
-        let other = BusinessFilter {
-            deleted: Some(true),
-            ..Default::default()
-        };
-        assert!(!other.matches(&b));
-        assert!(!scopes.contains(&other.scope()));
     }
 }

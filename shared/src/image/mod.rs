@@ -11,9 +11,9 @@ pub mod fetch;
 pub mod pipeline;
 #[cfg(feature = "images")]
 pub mod sweep;
-use crate::store::scope::{all_scopes, scope_name, Term};
 
-/// The variants every upload gets, longest side in pixels, largest first.
+/// The variants every upload gets: name and the box its longest side is fitted into (never
+/// upscaled), largest first.
 pub const VARIANTS: [(&str, u32); 5] = [
     ("big", 2048),
     ("large", 1024),
@@ -76,37 +76,6 @@ pub struct ImageQuery {
     pub offset: u64,
 }
 
-impl ImageFilter {
-    fn terms(&self) -> Vec<Term> {
-        let mut terms = Vec::new();
-        // Last, so that images without a sub id keep the scope names they always had.
-        let sub = self.partner_sub_id.as_ref().map(|s| ("sub", s.clone()));
-        if let Some(site) = self.site_id {
-            terms.push(("site", site.to_string()));
-        }
-        if let Some(business) = self.business_id {
-            terms.push(("biz", business.to_string()));
-        }
-        terms.extend(sub);
-        terms
-    }
-
-    pub fn scope(&self) -> String {
-        scope_name(&self.terms())
-    }
-
-    pub fn matches(&self, image: &Image) -> bool {
-        self.site_id.is_none_or(|s| image.site_id == Some(s))
-            && self
-                .business_id
-                .is_none_or(|b| image.business_id == Some(b))
-            && self
-                .partner_sub_id
-                .as_ref()
-                .is_none_or(|s| image.partner_sub_id.as_ref() == Some(s))
-    }
-}
-
 impl NewImage {
     /// The record, with `id` (the allocated one when `self.id` is set).
     pub fn into_image(self, id: i64, account_id: i64, now: i64) -> Image {
@@ -140,17 +109,6 @@ pub fn variant_path(original: &str, size: &str) -> String {
 }
 
 impl Image {
-    pub fn scopes(&self) -> Vec<String> {
-        all_scopes(
-            &ImageFilter {
-                site_id: self.site_id,
-                business_id: self.business_id,
-                partner_sub_id: self.partner_sub_id.clone(),
-            }
-            .terms(),
-        )
-    }
-
     /// Whether a key restricted to `restrict_sub_id` (if any) may see this image.
     pub fn visible_to(&self, restrict_sub_id: Option<&str>) -> bool {
         restrict_sub_id.is_none_or(|sub| self.partner_sub_id.as_deref() == Some(sub))
@@ -218,7 +176,6 @@ mod tests {
         assert_eq!(v["sizes"]["original"], "img/upload/a.png");
         assert_eq!(v["sizes"]["thumbnail"], "img/upload/a.thumbnail.png");
         assert_eq!(v["absolute_path"], "/img/upload/a.png");
-        assert_eq!(image.scopes(), vec!["*", "site=3"]);
         assert!(image.visible_to(None) && !image.visible_to(Some("north")));
         assert!(
             v.get("partner_sub_id").is_none(),
@@ -227,10 +184,9 @@ mod tests {
     }
 
     #[test]
-    fn the_sub_id_is_a_scope_term_after_the_others() {
+    fn visibility_follows_the_sub_id() {
         let image = Image {
             partner_sub_id: Some("north".into()),
-            business_id: Some(4),
             ..NewImage {
                 id: None,
                 path: "img/upload/a.png".into(),
@@ -244,17 +200,6 @@ mod tests {
             }
             .into_image(9, 1, 0)
         };
-        assert_eq!(
-            image.scopes(),
-            vec!["*", "biz=4", "sub=north", "biz=4|sub=north"]
-        );
-        let restricted = ImageFilter {
-            business_id: Some(4),
-            partner_sub_id: Some("north".into()),
-            ..Default::default()
-        };
-        assert_eq!(restricted.scope(), "biz=4|sub=north");
-        assert!(restricted.matches(&image));
         assert!(image.visible_to(Some("north")) && !image.visible_to(Some("south")));
     }
 }

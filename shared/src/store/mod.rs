@@ -13,6 +13,7 @@ use crate::image::{Image, ImageQuery, NewImage};
 
 pub mod dynamo;
 pub mod files;
+pub mod rules;
 #[cfg(feature = "images")]
 pub mod s3;
 pub mod scope;
@@ -31,7 +32,8 @@ pub struct Page<T> {
 pub trait KeyStore: Send + Sync {
     /// Returns the account with this name, creating it if needed.
     async fn ensure_account(&self, name: &str) -> Result<Account>;
-    /// Creates a key (and allocates a `user_id` when the request has none).
+    /// Creates a key (and allocates a `user_id` when the request has none); `Conflict` on
+    /// `key` when that key exists.
     async fn create_key(&self, new: NewKey) -> Result<ApiKey>;
     /// A key by its public part, revoked or not.
     async fn get_key(&self, key: &str) -> Result<Option<ApiKey>>;
@@ -56,7 +58,7 @@ pub trait KeyStore: Send + Sync {
 
 #[async_trait]
 pub trait BusinessStore: Send + Sync {
-    /// Creates a business in one transaction. Fails with a validation error on
+    /// Creates a business in one transaction. Fails with `MissingReference` on
     /// `logo_image_id` when that image is not one of the account's.
     async fn create_business(
         &self,
@@ -68,7 +70,7 @@ pub trait BusinessStore: Send + Sync {
     /// Applies a patch atomically (no concurrent update loses a field). `None` when the
     /// business does not exist in this account. `restrict_sub_id` hides businesses of other
     /// sub ids, as for a sub-restricted key, and a new `logo_image_id` must then be an
-    /// image of that sub id (a validation error on `logo_image_id` otherwise).
+    /// image of that sub id (`MissingReference` on `logo_image_id` otherwise).
     async fn update_business(
         &self,
         account_id: i64,
@@ -89,7 +91,7 @@ pub trait ImageStore: Send + Sync {
     /// Takes an id from the image sequence ahead of `create_image`, so an upload can name
     /// its files after its record (`NewImage::id`).
     async fn allocate_image_id(&self) -> Result<i64>;
-    /// Writes the image record in one transaction. Fails with a validation error on
+    /// Writes the image record in one transaction. Fails with `MissingReference` on
     /// `business_id` when that business is not one of the account's or its
     /// `partner_sub_id` is not `new.partner_sub_id`. An internal error leaves the outcome
     /// unknown: `settle_image` says what happened.

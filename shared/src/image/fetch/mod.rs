@@ -20,6 +20,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use bytes::{Bytes, BytesMut};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{CONTENT_TYPE, LOCATION};
@@ -82,7 +83,7 @@ impl Fetcher {
         let strict = client_builder(&config)
             .dns_resolver(VettingResolver)
             .build()
-            .map_err(|e| ApiError::internal(format!("building the fetch client: {e}")))?;
+            .context("building the fetch client")?;
         let exempt = if config.allow_hosts.is_empty() {
             None
         } else {
@@ -90,7 +91,7 @@ impl Fetcher {
             Some(
                 client_builder(&config)
                     .build()
-                    .map_err(|e| ApiError::internal(format!("building the fetch client: {e}")))?,
+                    .context("building the fetch client (allowlisted hosts)")?,
             )
         };
         Ok(Fetcher {

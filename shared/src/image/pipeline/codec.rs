@@ -5,6 +5,7 @@ use std::io::Cursor;
 use ::image::codecs::gif::GifEncoder;
 use ::image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use ::image::{DynamicImage, ExtendedColorType, ImageEncoder, ImageError, ImageReader};
+use anyhow::Context;
 use zune_jpeg::zune_core::bytestream::ZCursor;
 use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
@@ -132,7 +133,7 @@ fn agree(header: &Header, width: u32, height: u32) -> Result<()> {
 /// zune-jpeg directly (the same decoder `image` uses) to borrow the input without a copy and
 /// to keep greyscale JPEGs single-channel.
 fn decode_jpeg(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
-    super::sniff::jpeg_check_body(bytes)?;
+    super::sniff::jpeg_check_body(bytes, header)?;
     let side = limits.max_side as usize;
     let options = DecoderOptions::default()
         .set_max_width(side)
@@ -199,7 +200,9 @@ fn decode_with_image(
             "the {} is truncated, corrupt or unsupported: {e}",
             format.name()
         )),
-        other => ApiError::internal(other),
+        other => ApiError::from(
+            anyhow::Error::new(other).context(format!("decoding a {}", format.name())),
+        ),
     };
     let mut reader = ImageReader::with_format(Cursor::new(bytes), image_format);
     reader.limits(limits.decoder_limits());
@@ -244,7 +247,7 @@ fn encode_jpeg(pixels: &Pixels) -> Result<Vec<u8>> {
     encoder.set_optimized_huffman_tables(false);
     encoder
         .encode(&pixels.data, width, height, color)
-        .map_err(ApiError::internal)?;
+        .context("encoding a JPEG variant")?;
     Ok(out)
 }
 
@@ -259,7 +262,7 @@ fn encode_png(pixels: &Pixels) -> Result<Vec<u8>> {
             pixels.height,
             pixels.layout.color_type(),
         )
-        .map_err(ApiError::internal)?;
+        .context("encoding a PNG variant")?;
     Ok(out)
 }
 
@@ -268,7 +271,7 @@ fn encode_gif(pixels: &Pixels) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     GifEncoder::new_with_speed(&mut out, GIF_SPEED)
         .encode(&rgba, pixels.width, pixels.height, ExtendedColorType::Rgba8)
-        .map_err(ApiError::internal)?;
+        .context("encoding a GIF variant")?;
     Ok(out)
 }
 
@@ -289,13 +292,14 @@ fn encode_webp(pixels: &Pixels) -> Result<Vec<u8>> {
     };
     let memory = webp::Encoder::new(data, layout, pixels.width, pixels.height)
         .encode_simple(false, f32::from(QUALITY))
-        .map_err(|e| ApiError::internal(format!("libwebp: {e:?}")))?;
+        // libwebp's error is a plain enum (no `std::error::Error`): its name is the cause.
+        .map_err(|e| ApiError::internal(format!("encoding a WebP variant: libwebp {e:?}")))?;
     Ok(memory.to_vec())
 }
 
 fn dims_u16(pixels: &Pixels) -> Result<(u16, u16)> {
-    let w = u16::try_from(pixels.width).map_err(ApiError::internal)?;
-    let h = u16::try_from(pixels.height).map_err(ApiError::internal)?;
+    let w = u16::try_from(pixels.width).context("variant too wide for a JPEG")?;
+    let h = u16::try_from(pixels.height).context("variant too tall for a JPEG")?;
     Ok((w, h))
 }
 

@@ -1,5 +1,6 @@
 //! Variant sizes, cascaded Lanczos3 downsampling and EXIF orientation.
 
+use anyhow::Context;
 use fast_image_resize as fir;
 use fir::images::{Image, ImageRef};
 use fir::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
@@ -85,12 +86,12 @@ fn resize(
         Layout::Rgba8 => PixelType::U8x4,
     };
     let src = ImageRef::new(from.width, from.height, &from.data, pixel_type)
-        .map_err(ApiError::internal)?;
+        .context("a pixel buffer that does not match its size")?;
     let mut dst = Image::new(width, height, pixel_type);
     // With alpha, fast_image_resize premultiplies so transparent pixels don't bleed colour.
     resizer
         .resize(&src, &mut dst, options)
-        .map_err(ApiError::internal)?;
+        .with_context(|| format!("resizing to {width}x{height}"))?;
     Ok(Pixels {
         width,
         height,

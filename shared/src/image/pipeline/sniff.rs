@@ -14,6 +14,35 @@ pub(super) struct Header {
     pub width: u32,
     pub height: u32,
     pub orientation: u8,
+    /// For a JPEG, where the header walk stopped: [`jpeg_check_body`] goes on from there.
+    pub jpeg_scan: Option<JpegScan>,
+}
+
+/// The end of a JPEG's first scan header, and the marker segments counted up to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct JpegScan {
+    /// The first byte of the entropy-coded data.
+    data_start: usize,
+    segments: usize,
+}
+
+/// A header's size and orientation as each format's walk finds them.
+struct Parsed {
+    width: u32,
+    height: u32,
+    orientation: u8,
+    jpeg_scan: Option<JpegScan>,
+}
+
+impl Parsed {
+    fn new(width: u32, height: u32, orientation: u8) -> Self {
+        Parsed {
+            width,
+            height,
+            orientation,
+            jpeg_scan: None,
+        }
+    }
 }
 
 /// Detects the format and reads the dimensions the decoder will decode (for GIF and WebP
@@ -22,16 +51,17 @@ pub(super) fn read_header(bytes: &[u8]) -> Result<Header> {
     let format = detect(bytes)?;
     let parsed = match format {
         ImageFormat::Jpeg => jpeg_header(bytes)?,
-        ImageFormat::Png => png_header(bytes),
-        ImageFormat::Gif => gif_header(bytes)?,
-        ImageFormat::WebP => webp_header(bytes)?,
+        ImageFormat::Png => png_header(bytes).map(|(w, h, o)| Parsed::new(w, h, o)),
+        ImageFormat::Gif => gif_header(bytes)?.map(|(w, h, o)| Parsed::new(w, h, o)),
+        ImageFormat::WebP => webp_header(bytes)?.map(|(w, h, o)| Parsed::new(w, h, o)),
     };
     match parsed {
-        Some((width, height, orientation)) if width > 0 && height > 0 => Ok(Header {
+        Some(p) if p.width > 0 && p.height > 0 => Ok(Header {
             format,
-            width,
-            height,
-            orientation,
+            width: p.width,
+            height: p.height,
+            orientation: p.orientation,
+            jpeg_scan: p.jpeg_scan,
         }),
         _ => Err(bad_upload(format!(
             "the file looks like a {} but its header is truncated or corrupt",
@@ -40,20 +70,15 @@ pub(super) fn read_header(bytes: &[u8]) -> Result<Header> {
     }
 }
 
-/// Recognises the four accepted formats by their signatures; anything else is refused with
-/// a message naming what it looks like.
+/// Recognises the four accepted formats by their signatures (`image`'s own detection);
+/// anything else is refused with a message naming what it looks like.
 fn detect(bytes: &[u8]) -> Result<ImageFormat> {
-    if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        return Ok(ImageFormat::Jpeg);
-    }
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        return Ok(ImageFormat::Png);
-    }
-    if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        return Ok(ImageFormat::Gif);
-    }
-    if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-        return Ok(ImageFormat::WebP);
+    match ::image::guess_format(bytes) {
+        Ok(::image::ImageFormat::Jpeg) => return Ok(ImageFormat::Jpeg),
+        Ok(::image::ImageFormat::Png) => return Ok(ImageFormat::Png),
+        Ok(::image::ImageFormat::Gif) => return Ok(ImageFormat::Gif),
+        Ok(::image::ImageFormat::WebP) => return Ok(ImageFormat::WebP),
+        _ => {}
     }
     Err(bad_upload(format!(
         "the file is {}; accepted: {ACCEPTED}",
@@ -209,12 +234,12 @@ fn jpeg_unsupported_frame(marker: u8) -> Option<&'static str> {
 }
 
 /// Walks the JPEG marker segments up to the first scan (SOS), as the decoder will, and
-/// returns the size of the one frame header (SOF0-SOF2) it will decode and the EXIF
-/// orientation (APP1 comes before the frame header). Only strictly laid-out files pass
+/// returns the size of the one frame header (SOF0-SOF2) it will decode, the EXIF
+/// orientation (APP1 comes before the frame header) and where the image data starts. Only strictly laid-out files pass
 /// (segment after segment, fill bytes allowed), so the decoder's own, more lenient marker
 /// search finds the same segments; the frame types it would skip or refuse, a second frame
 /// header and segment floods are refused here with a message saying which.
-fn jpeg_header(b: &[u8]) -> Result<Option<(u32, u32, u8)>> {
+fn jpeg_header(b: &[u8]) -> Result<Option<Parsed>> {
     let mut pos = 2;
     let mut orientation = 1;
     let mut frame = None;
@@ -289,7 +314,13 @@ fn jpeg_header(b: &[u8]) -> Result<Option<(u32, u32, u8)>> {
             }
             0xDA => {
                 return match frame {
-                    Some((width, height)) => Ok(Some((width, height, orientation))),
+                    Some((width, height)) => Ok(Some(Parsed {
+                        jpeg_scan: Some(JpegScan {
+                            data_start: pos + len,
+                            segments,
+                        }),
+                        ..Parsed::new(width, height, orientation)
+                    })),
                     None => Err(jpeg_corrupt("its image data comes before a frame header")),
                 };
             }
@@ -304,33 +335,22 @@ fn jpeg_header(b: &[u8]) -> Result<Option<(u32, u32, u8)>> {
     }
 }
 
-/// Checks what follows the first scan header: an end-of-image marker must come (zune-jpeg,
-/// like libjpeg, decodes a truncated file without error, filling the missing part with
-/// grey), and the marker segments between the scans of a progressive file count towards
-/// [`MAX_JPEG_SEGMENTS`] (each costs the decoder a table rebuild or a copy). Inside
-/// entropy-coded data 0xFF is always followed by 0x00 (stuffing), 0xFF (fill) or a restart
-/// marker, so any other FF xx is a marker. Anything after the first EOI (the second image
-/// of an MPF file or a motion photo's video) is not read. One pass over the compressed
-/// bytes, none over pixels.
-pub(super) fn jpeg_check_body(b: &[u8]) -> Result<()> {
+/// Checks what follows the first scan header (where [`jpeg_header`] stopped): an
+/// end-of-image marker must come (zune-jpeg, like libjpeg, decodes a truncated file without
+/// error, filling the missing part with grey), and the marker segments between the scans
+/// of a progressive file count towards [`MAX_JPEG_SEGMENTS`] (each costs the decoder a
+/// table rebuild or a copy). Inside entropy-coded data 0xFF is always followed by 0x00
+/// (stuffing), 0xFF (fill) or a restart marker, so any other FF xx is a marker. Anything
+/// after the first EOI (the second image of an MPF file or a motion photo's video) is not
+/// read. One pass over the compressed bytes, none over pixels.
+pub(super) fn jpeg_check_body(b: &[u8], header: &Header) -> Result<()> {
     let truncated = || bad_upload("the JPEG is truncated: its image data has no end marker");
-    let mut segments = 0;
-    let mut pos = 2;
-    // The header segments again (already checked by `jpeg_header`), counted, up to the
-    // first scan header.
-    loop {
-        while b.get(pos) == Some(&0xFF) {
-            pos += 1;
-        }
-        let marker = *b.get(pos).ok_or_else(truncated)?;
-        pos += 1;
-        segments += 1;
-        let len = be16(b, pos).ok_or_else(truncated)? as usize;
-        pos += len;
-        if marker == 0xDA {
-            break;
-        }
-    }
+    let JpegScan {
+        data_start: mut pos,
+        mut segments,
+    } = header
+        .jpeg_scan
+        .ok_or_else(|| ApiError::internal("a JPEG header without its scan position"))?;
     loop {
         // The next marker after entropy-coded data.
         let ff = b
@@ -593,39 +613,7 @@ fn webp_exif_orientation(b: &[u8]) -> Option<u8> {
     None
 }
 
-/// The Orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block.
-pub(super) fn tiff_orientation(tiff: &[u8]) -> Option<u8> {
-    let little = match tiff.get(..4)? {
-        b"II*\0" => true,
-        b"MM\0*" => false,
-        _ => return None,
-    };
-    let u16_at = |at: usize| {
-        if little {
-            le16(tiff, at)
-        } else {
-            be16(tiff, at)
-        }
-    };
-    let u32_at = |at: usize| {
-        if little {
-            le32(tiff, at)
-        } else {
-            be32(tiff, at)
-        }
-    };
-    let ifd = u32_at(4)? as usize;
-    let count = u16_at(ifd)? as usize;
-    for i in 0..count {
-        let entry = ifd.checked_add(2 + 12 * i)?;
-        if u16_at(entry)? == 0x0112 {
-            // Type SHORT (3): the value sits in the first two bytes of the value field.
-            if u16_at(entry.checked_add(2)?)? != 3 {
-                return None;
-            }
-            let value = u16_at(entry.checked_add(8)?)?;
-            return (1..=8).contains(&value).then_some(value as u8);
-        }
-    }
-    None
+/// The Orientation tag of IFD0 in a TIFF-structured EXIF block (`image`'s own reading).
+fn tiff_orientation(tiff: &[u8]) -> Option<u8> {
+    ::image::metadata::Orientation::from_exif_chunk(tiff).map(|o| o.to_exif())
 }

@@ -6,14 +6,9 @@ use super::items::{self, name_sort_key, Kind, Seq};
 use super::{backoff, DynamoStore, ScopeList, TxOutcome, MAX_ATTEMPTS, TRANSIENT_CANCELLATIONS};
 use crate::business::{Business, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::error::{ApiError, Result};
+use crate::store::rules::{new_logo, no_such_logo, ScopeChange};
+use crate::store::scope;
 use crate::store::{BusinessStore, Page};
-
-fn no_such_logo(id: i64) -> ApiError {
-    ApiError::field(
-        "logo_image_id",
-        format!("There is no image {id} in this account."),
-    )
-}
 
 fn cancelled(what: &str, codes: &[String]) -> ApiError {
     ApiError::internal(format!("dynamodb {what} cancelled: {codes:?}"))
@@ -52,7 +47,7 @@ impl BusinessStore for DynamoStore {
             Kind::Business,
             account_id,
             id,
-            &business.scopes(),
+            &scope::business_scopes(&business),
             Some(&nk),
         )?);
         match self.transact(actions).await? {
@@ -86,18 +81,19 @@ impl BusinessStore for DynamoStore {
             if !business.visible_to(restrict_sub_id) {
                 return Ok(None);
             }
-            let before_scopes = business.scopes();
-            let before_nk = name_sort_key(&business);
-            let before_logo = business.logo_image_id;
+            let before = business.clone();
             if !business.apply(&patch, now) {
                 return Ok(Some(business));
             }
-            let after_scopes = business.scopes();
+            let before_scopes = scope::business_scopes(&before);
+            let after_scopes = scope::business_scopes(&business);
+            let before_nk = name_sort_key(&before);
             let after_nk = name_sort_key(&business);
 
             let mut actions =
                 vec![self.put_if_version(items::business_item(&business, version + 1), version)?];
-            for scope in before_scopes.iter().filter(|s| !after_scopes.contains(s)) {
+            let change = ScopeChange::between(&before_scopes, &after_scopes);
+            for scope in change.left {
                 actions.push(self.delete(items::key(
                     items::entries_pk(Kind::Business, account_id, scope),
                     items::padded(id),
@@ -105,7 +101,7 @@ impl BusinessStore for DynamoStore {
                 actions.push(self.add(items::counter_key(Kind::Business, account_id, scope), -1)?);
             }
             for scope in &after_scopes {
-                let joined = !before_scopes.contains(scope);
+                let joined = change.joined.contains(&scope);
                 if joined || after_nk != before_nk {
                     actions.push(self.put(items::entry_item(
                         Kind::Business,
@@ -120,8 +116,8 @@ impl BusinessStore for DynamoStore {
                         .push(self.add(items::counter_key(Kind::Business, account_id, scope), 1)?);
                 }
             }
-            let logo_check = match business.logo_image_id {
-                Some(logo) if business.logo_image_id != before_logo => {
+            let logo_check = match new_logo(&before, &business) {
+                Some(logo) => {
                     actions.push(self.check_owner_and_sub(
                         items::image_key(logo),
                         account_id,
@@ -129,7 +125,7 @@ impl BusinessStore for DynamoStore {
                     )?);
                     Some((actions.len() - 1, logo))
                 }
-                _ => None,
+                None => None,
             };
 
             let codes = match self.transact(actions).await? {
@@ -161,7 +157,7 @@ impl BusinessStore for DynamoStore {
         account_id: i64,
         query: &BusinessQuery,
     ) -> Result<Page<Business>> {
-        let scope = query.filter.scope();
+        let scope = scope::business_filter_scope(&query.filter);
         let (records, total_count) = self
             .list_page(ScopeList {
                 kind: Kind::Business,

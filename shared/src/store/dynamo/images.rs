@@ -6,6 +6,8 @@ use super::items::{self, Kind, Seq};
 use super::{conditional, DynamoStore, ScopeList, TxOutcome};
 use crate::error::{ApiError, Result};
 use crate::image::{Image, ImageQuery, NewImage};
+use crate::store::rules::no_such_business;
+use crate::store::scope;
 use crate::store::{ImageStore, Page};
 
 #[async_trait]
@@ -36,16 +38,15 @@ impl ImageStore for DynamoStore {
             Kind::Image,
             account_id,
             id,
-            &image.scopes(),
+            &scope::image_scopes(&image),
             None,
         )?);
         match self.transact(actions).await? {
             TxOutcome::Committed => Ok(image),
             TxOutcome::Cancelled(codes) => match business {
-                Some(business) if TxOutcome::failed_condition(&codes, 0) => Err(ApiError::field(
-                    "business_id",
-                    format!("There is no business {business} in this account."),
-                )),
+                Some(business) if TxOutcome::failed_condition(&codes, 0) => {
+                    Err(no_such_business(business))
+                }
                 _ if TxOutcome::failed_condition(&codes, record) => Err(ApiError::internal(
                     format!("image id {id} is taken or was settled as never recorded"),
                 )),
@@ -62,7 +63,7 @@ impl ImageStore for DynamoStore {
     }
 
     async fn list_images(&self, account_id: i64, query: &ImageQuery) -> Result<Page<Image>> {
-        let scope = query.filter.scope();
+        let scope = scope::image_filter_scope(&query.filter);
         let (records, total_count) = self
             .list_page(ScopeList {
                 kind: Kind::Image,

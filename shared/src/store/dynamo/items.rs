@@ -165,7 +165,7 @@ pub fn padded(id: i64) -> String {
 /// The `by_name` sort key: the case-insensitive name, `\u{1}` (below any character a name
 /// may hold: control characters are rejected), then the padded id, so ties break by id.
 pub fn name_sort_key(business: &Business) -> String {
-    let mut name = business.name_key();
+    let mut name = crate::store::scope::name_key(business);
     if name.len() > MAX_NAME_KEY_BYTES {
         let mut end = MAX_NAME_KEY_BYTES;
         while !name.is_char_boundary(end) {

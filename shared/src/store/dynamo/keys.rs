@@ -47,12 +47,13 @@ impl KeyStore for DynamoStore {
     }
 
     async fn create_key(&self, new: NewKey) -> Result<ApiKey> {
-        // The key is also the sort key of its listing entry: non-empty, at most 1 KB.
+        // The key is also the sort key of its listing entry: non-empty, at most 1 KB. Keys
+        // are generated (`NewKey::generate`, 20 characters), so another size is our bug.
         if new.key.is_empty() || new.key.len() > MAX_KEY_BYTES {
-            return Err(ApiError::field(
-                "key",
-                format!("A key must have 1 to {MAX_KEY_BYTES} bytes."),
-            ));
+            return Err(ApiError::internal(format!(
+                "a key must have 1 to {MAX_KEY_BYTES} bytes, this one has {}",
+                new.key.len()
+            )));
         }
         let user_id = match new.user_id {
             Some(id) => id,
@@ -73,9 +74,9 @@ impl KeyStore for DynamoStore {
         ];
         match self.transact(actions).await? {
             TxOutcome::Committed => Ok(key),
-            TxOutcome::Cancelled(codes) if TxOutcome::failed_condition(&codes, 0) => Err(
-                ApiError::field("key", "A key with this value already exists."),
-            ),
+            TxOutcome::Cancelled(codes) if TxOutcome::failed_condition(&codes, 0) => {
+                Err(ApiError::Conflict { field: "key" })
+            }
             TxOutcome::Cancelled(codes) => Err(ApiError::internal(format!(
                 "dynamodb create key cancelled: {codes:?}"
             ))),

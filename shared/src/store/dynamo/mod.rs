@@ -6,6 +6,7 @@ use std::ops::RangeInclusive;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use anyhow::Context;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     ConditionCheck, ConsumedCapacity, Delete, KeysAndAttributes, Put, ReturnConsumedCapacity,
@@ -199,7 +200,6 @@ impl DynamoStore {
         Ok(first)
     }
 
-    /// A (consistent) `GetItem`.
     /// `UpdateItem ADD n :amount` on a counter item (setting its TTL `expires_at` when
     /// given), answering the counter's new value: id sequences and request budgets.
     async fn add_to_counter(
@@ -233,6 +233,7 @@ impl DynamoStore {
         get_n(out.attributes().unwrap_or(&HashMap::new()), "n")
     }
 
+    /// A (consistent) `GetItem`.
     async fn get_item(&self, key: Item) -> Result<Option<Item>> {
         let out = self
             .client
@@ -525,7 +526,7 @@ impl DynamoStore {
         }
         let mut items = Vec::with_capacity(keys.len());
         while let Some(joined) = tasks.join_next().await {
-            items.extend(joined.map_err(ApiError::internal)??);
+            items.extend(joined.context("a BatchGetItem task")??);
         }
         Ok(items)
     }

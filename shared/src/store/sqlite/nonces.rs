@@ -23,6 +23,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
@@ -76,7 +77,7 @@ impl NonceRecorder {
         let thread = std::thread::Builder::new()
             .name("sitehost-nonces".into())
             .spawn(move || run(memory, queue))
-            .map_err(|e| ApiError::internal(format!("cannot start the nonce thread: {e}")))?;
+            .context("cannot start the nonce thread")?;
         Ok(NonceRecorder {
             jobs: Some(jobs),
             thread: Some(thread),
@@ -102,9 +103,7 @@ impl NonceRecorder {
             .as_ref()
             .and_then(|jobs| jobs.send(job).ok())
             .ok_or_else(|| ApiError::internal("the nonce thread has stopped"))?;
-        answer
-            .await
-            .map_err(|_| ApiError::internal("the nonce thread dropped a request"))?
+        answer.await.context("the nonce thread dropped a request")?
     }
 }
 
@@ -278,10 +277,9 @@ impl Memory {
 }
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> ApiError {
-    ApiError::internal(format!(
-        "nonce memory: cannot {what} {}: {e}",
-        path.display()
-    ))
+    ApiError::from(
+        anyhow::Error::new(e).context(format!("nonce memory: cannot {what} {}", path.display())),
+    )
 }
 
 fn encode(id: NonceId, expires_at: i64) -> [u8; RECORD] {
@@ -314,7 +312,10 @@ fn run(mut memory: Memory, queue: mpsc::Receiver<Job>) {
             let now = batch.iter().map(|job| job.now).min().unwrap_or_default();
             if let Err(err) = memory.sweep(now) {
                 // The journal only stays longer; the memory itself is swept.
-                tracing::warn!(error = %err, "compacting the nonce journal failed");
+                tracing::warn!(
+                    error = %crate::telemetry::error_chain(&err),
+                    "compacting the nonce journal failed"
+                );
             }
         }
         match memory.record(&batch) {
@@ -324,8 +325,9 @@ fn run(mut memory: Memory, queue: mpsc::Receiver<Job>) {
                 }
             }
             Err(err) => {
-                tracing::error!(error = %err, nonces = batch.len(), "recording nonces failed");
-                let message = err.to_string();
+                // Each waiting request gets the whole cause chain as its own error.
+                let message = crate::telemetry::error_chain(&err);
+                tracing::error!(error = %message, nonces = batch.len(), "recording nonces failed");
                 for job in batch {
                     let _ = job.recorded.send(Err(ApiError::internal(message.clone())));
                 }

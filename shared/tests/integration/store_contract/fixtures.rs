@@ -156,11 +156,14 @@ pub async fn list_images(
         .expect("list_images")
 }
 
-/// Asserts a validation failure on exactly this field.
+/// Asserts a failure the API answers as a 400 on exactly this field: a validation error, or
+/// a store's domain error (a missing reference, a conflict) that error.rs maps to one.
 pub fn assert_field_error<T: std::fmt::Debug>(result: Result<T, ApiError>, field: &str) {
     match result {
-        Err(ApiError::Validation(fields)) => {
-            assert_eq!(fields.keys().collect::<Vec<_>>(), vec![field], "{fields:?}");
+        Err(err) if err.status() == 400 => {
+            let body = err.body();
+            let fields: Vec<&String> = body.as_object().expect("a field map").keys().collect();
+            assert_eq!(fields, vec![field], "{err:?}");
         }
         other => panic!("expected a validation error on {field}, got {other:?}"),
     }

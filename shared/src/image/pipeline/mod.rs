@@ -1,8 +1,8 @@
 //! The upload image pipeline: detect the type from the bytes, check the header dimensions
 //! against the limits before decoding (the size the decoder itself will use, checked again
-//! after its header parse and before it allocates), decode once, turn upright (EXIF orientation), make
-//! the five variants by cascaded Lanczos3 downsampling and encode them in parallel in the
-//! original's format, without metadata.
+//! after its header parse and before it allocates), decode once, make the five variants
+//! ([`VARIANTS`]) by cascaded Lanczos3 downsampling, turn them upright (EXIF orientation)
+//! and encode them in parallel in the original's format, without metadata.
 //!
 //! All of it is synchronous CPU work: call it from `tokio::task::spawn_blocking`. The
 //! original upload is never modified; the caller stores its own bytes as they came.
@@ -21,19 +21,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use rayon::prelude::*;
 
+use super::VARIANTS;
 use crate::error::{ApiError, Result};
-
-/// The variants every upload gets: name and the box its longest side is fitted into,
-/// largest first.
-pub const VARIANT_BOXES: [(&str, u32); 5] = [
-    ("big", 2048),
-    ("large", 1024),
-    ("medium", 640),
-    ("small", 320),
-    ("thumbnail", 150),
-];
 
 /// The form field that validation errors are reported under.
 const FIELD: &str = "upload";
@@ -195,7 +187,7 @@ pub struct Processed {
     /// Upright size of the original.
     pub width: u32,
     pub height: u32,
-    /// In the order of [`VARIANT_BOXES`]: big, large, medium, small, thumbnail.
+    /// In the order of [`VARIANTS`]: big, large, medium, small, thumbnail.
     pub variants: Vec<Variant>,
     pub timings: Timings,
 }
@@ -235,9 +227,9 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
     // Sizes in upright terms, then in stored terms for resizing before rotating: rotating
     // the small variants is much cheaper than rotating the full image.
     let swap = resize::swaps_sides(info.orientation);
-    let mut distinct: Vec<(u32, u32)> = Vec::with_capacity(VARIANT_BOXES.len());
-    let mut which = Vec::with_capacity(VARIANT_BOXES.len());
-    for &(_, side) in &VARIANT_BOXES {
+    let mut distinct: Vec<(u32, u32)> = Vec::with_capacity(VARIANTS.len());
+    let mut which = Vec::with_capacity(VARIANTS.len());
+    for &(_, side) in &VARIANTS {
         let (w, h) = resize::fit(info.width, info.height, side);
         let stored = if swap { (h, w) } else { (w, h) };
         // Images smaller than some boxes give equal consecutive sizes: make and encode once.
@@ -259,8 +251,8 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
         .collect::<Result<_>>()?;
     let done = Instant::now();
 
-    let mut variants = Vec::with_capacity(VARIANT_BOXES.len());
-    for (&(name, side), &index) in VARIANT_BOXES.iter().zip(&which) {
+    let mut variants = Vec::with_capacity(VARIANTS.len());
+    for (&(name, side), &index) in VARIANTS.iter().zip(&which) {
         let pixels = &upright[index];
         if (pixels.width, pixels.height) != resize::fit(info.width, info.height, side) {
             return Err(ApiError::internal(format!(
@@ -297,7 +289,9 @@ pub fn process_file_timed(path: &Path, limits: &Limits) -> Result<Processed> {
     let start = Instant::now();
     let bytes = std::fs::read(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => ApiError::NotFound(path.display().to_string()),
-        _ => ApiError::internal(format!("reading {}: {e}", path.display())),
+        _ => anyhow::Error::new(e)
+            .context(format!("reading {}", path.display()))
+            .into(),
     })?;
     let read = start.elapsed();
     let mut processed = process(&bytes, limits)?;
@@ -308,15 +302,14 @@ pub fn process_file_timed(path: &Path, limits: &Limits) -> Result<Processed> {
 
 /// Writes each variant as `DIR/NAME.EXT` (creating DIR) and returns the paths.
 pub fn write_variants(processed: &Processed, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| ApiError::internal(format!("creating {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     processed
         .variants
         .iter()
         .map(|v| {
             let path = dir.join(format!("{}.{}", v.name, processed.extension));
             std::fs::write(&path, &v.bytes)
-                .map_err(|e| ApiError::internal(format!("writing {}: {e}", path.display())))?;
+                .with_context(|| format!("writing {}", path.display()))?;
             Ok(path)
         })
         .collect()

@@ -1,0 +1,184 @@
+//! Businesses: a create or an update is one transaction with its scope counters.
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+
+use super::images::image_exists;
+use super::{add_to_counters, db_error, next_id, ListQuery, SqliteStore};
+use crate::business::{Business, BusinessOrder, BusinessPatch, BusinessQuery, NewBusiness};
+use crate::clock::utc_date;
+use crate::error::Result;
+use crate::store::rules::{self, ScopeChange};
+use crate::store::{scope, BusinessStore, Page};
+
+/// The counters' kind for businesses.
+const KIND: &str = "business";
+
+const BUSINESS_COLUMNS: &str =
+    "id, account_id, business_name, slug, deleted, partner_business_id, \
+     partner_sub_id, category_id, logo_image_id, user_id, added, modified";
+
+fn business_from_row(row: &Row) -> rusqlite::Result<Business> {
+    Ok(Business {
+        id: row.get(0)?,
+        account_id: row.get(1)?,
+        business_name: row.get(2)?,
+        slug: row.get(3)?,
+        deleted: row.get(4)?,
+        partner_business_id: row.get(5)?,
+        partner_sub_id: row.get(6)?,
+        category_id: row.get(7)?,
+        logo_image_id: row.get(8)?,
+        user_id: row.get(9)?,
+        added: row.get(10)?,
+        modified: row.get(11)?,
+    })
+}
+
+fn write_business(tx: &Transaction, b: &Business) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO businesses (id, account_id, business_name, name_key, slug, deleted,
+             partner_business_id, partner_sub_id, category_id, logo_image_id, user_id, added,
+             added_date, modified)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            b.id,
+            b.account_id,
+            b.business_name,
+            scope::name_key(b),
+            b.slug,
+            b.deleted,
+            b.partner_business_id,
+            b.partner_sub_id,
+            b.category_id,
+            b.logo_image_id,
+            b.user_id,
+            b.added,
+            utc_date(b.added).to_string(),
+            b.modified
+        ])
+    })
+    .map(|_| ())
+    .map_err(db_error)
+}
+
+pub(super) fn fetch_business(
+    conn: &Connection,
+    account_id: i64,
+    id: i64,
+) -> rusqlite::Result<Option<Business>> {
+    conn.prepare_cached(&format!(
+        "SELECT {BUSINESS_COLUMNS} FROM businesses WHERE id = ?1 AND account_id = ?2"
+    ))?
+    .query_row(params![id, account_id], business_from_row)
+    .optional()
+}
+
+#[async_trait]
+impl BusinessStore for SqliteStore {
+    async fn create_business(
+        &self,
+        account_id: i64,
+        new: NewBusiness,
+        now: i64,
+    ) -> Result<Business> {
+        self.write(|tx| {
+            if let Some(logo) = new.logo_image_id {
+                if !image_exists(tx, account_id, logo, None)? {
+                    return Err(rules::no_such_logo(logo));
+                }
+            }
+            let id = next_id(tx, "business")?;
+            let business = new.into_business(id, account_id, now);
+            write_business(tx, &business)?;
+            add_to_counters(tx, account_id, KIND, scope::business_scopes(&business), 1)?;
+            Ok(business)
+        })
+    }
+
+    async fn get_business(&self, account_id: i64, id: i64) -> Result<Option<Business>> {
+        self.read(|conn| fetch_business(conn, account_id, id))
+    }
+
+    async fn update_business(
+        &self,
+        account_id: i64,
+        id: i64,
+        restrict_sub_id: Option<&str>,
+        patch: BusinessPatch,
+        now: i64,
+    ) -> Result<Option<Business>> {
+        self.write(|tx| {
+            let Some(mut business) = fetch_business(tx, account_id, id).map_err(db_error)? else {
+                return Ok(None);
+            };
+            if !business.visible_to(restrict_sub_id) {
+                return Ok(None);
+            }
+            let before = business.clone();
+            if !business.apply(&patch, now) {
+                return Ok(Some(business));
+            }
+            if let Some(logo) = rules::new_logo(&before, &business) {
+                if !image_exists(tx, account_id, logo, restrict_sub_id)? {
+                    return Err(rules::no_such_logo(logo));
+                }
+            }
+            write_business(tx, &business)?;
+            let (before, after) = (
+                scope::business_scopes(&before),
+                scope::business_scopes(&business),
+            );
+            let change = ScopeChange::between(&before, &after);
+            add_to_counters(tx, account_id, KIND, change.left, -1)?;
+            add_to_counters(tx, account_id, KIND, change.joined, 1)?;
+            Ok(Some(business))
+        })
+    }
+
+    async fn list_businesses(
+        &self,
+        account_id: i64,
+        query: &BusinessQuery,
+    ) -> Result<Page<Business>> {
+        let filter = &query.filter;
+        let mut sql = format!("SELECT {BUSINESS_COLUMNS} FROM businesses WHERE account_id = ?");
+        let mut args: Vec<rusqlite::types::Value> = vec![account_id.into()];
+        if let Some(deleted) = filter.deleted {
+            sql.push_str(" AND deleted = ?");
+            args.push(i64::from(deleted).into());
+        }
+        if let Some(sub) = &filter.partner_sub_id {
+            sql.push_str(" AND partner_sub_id = ?");
+            args.push(sub.clone().into());
+        }
+        if let Some(day) = filter.added_date {
+            sql.push_str(" AND added_date = ?");
+            args.push(day.to_string().into());
+        }
+        if let Some(pbid) = &filter.partner_business_id {
+            sql.push_str(" AND partner_business_id = ?");
+            args.push(pbid.clone().into());
+        }
+        sql.push_str(match query.order {
+            BusinessOrder::IdAsc => " ORDER BY id",
+            BusinessOrder::IdDesc => " ORDER BY id DESC",
+            BusinessOrder::NameAsc => " ORDER BY name_key, id",
+            BusinessOrder::NameDesc => " ORDER BY name_key DESC, id DESC",
+        });
+        self.list_page(
+            ListQuery {
+                kind: KIND,
+                account_id,
+                scope: &scope::business_filter_scope(filter),
+                sql,
+                args,
+                limit: query.limit,
+                offset: query.offset,
+            },
+            business_from_row,
+        )
+    }
+}
