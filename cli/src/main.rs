@@ -1,6 +1,7 @@
 //! `sitehost`: the local server, key administration and image tools.
 
 mod events;
+mod lambda_runtime;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,6 +50,12 @@ enum Command {
     Files {
         #[command(subcommand)]
         command: FilesCommand,
+    },
+    /// Runs the function binaries under a local Lambda Runtime API (scripts/invoke).
+    #[command(hide = true)]
+    Lambda {
+        #[command(subcommand)]
+        command: lambda_runtime::LambdaCommand,
     },
     /// API Gateway events for the Lambda functions.
     Events {
@@ -366,6 +373,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     store,
                 },
         } => sweep_files(older_than, dry_run, bucket, store).await,
+        Command::Lambda { command } => lambda_runtime::command(command).await,
         Command::Events {
             command:
                 EventsCommand::Sign {
