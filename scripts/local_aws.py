@@ -5,7 +5,7 @@ files bucket. Idempotent: what exists is left as it is.
     .venv/bin/python scripts/local_aws.py [--endpoint URL] [--table NAME] [--bucket NAME]
 
 The endpoint defaults to AWS_ENDPOINT_URL, then http://127.0.0.1:5000 (moto_server's
-default port); the names default to the ones events/env-vars.json gives the functions.
+default port); the names default to the ones env-vars.json gives the functions.
 """
 
 import argparse

@@ -375,7 +375,7 @@ pub enum LambdaCommand {
         /// API Gateway event files (re-signed with `sitehost events sign`).
         #[arg(required = true)]
         events: Vec<PathBuf>,
-        /// A `sam local invoke --env-vars` file (events/env-vars.json).
+        /// A `sam local invoke --env-vars` file (env-vars.json).
         #[arg(long, value_name = "FILE")]
         env_vars: Option<PathBuf>,
         /// The function's entry in that file; by default from the binary's name

@@ -254,10 +254,10 @@ const AWS_ENV: [(&str, &str); 3] = [
     ("AWS_REGION", "us-east-1"),
 ];
 
-/// `sitehost lambda invoke BINARY EVENTS... --json` with events/env-vars.json and `env`
+/// `sitehost lambda invoke BINARY EVENTS... --json` with env-vars.json and `env`
 /// over it: the report, and whether the command succeeded.
 fn invoke(binary: &Path, events: &[PathBuf], env: &[(&str, &str)]) -> (bool, Value) {
-    let env_vars = repo().join("events/env-vars.json");
+    let env_vars = repo().join("env-vars.json");
     let mut command = Command::new(BIN);
     command
         .args(["lambda", "invoke", "--json", "--quiet", "--env-vars"])
