@@ -1,5 +1,8 @@
 //! `sitehost`: the local server, key administration and image tools.
 
+mod events;
+mod lambda_runtime;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +50,50 @@ enum Command {
     Files {
         #[command(subcommand)]
         command: FilesCommand,
+    },
+    /// Runs the function binaries under a local Lambda Runtime API (scripts/invoke).
+    #[command(hide = true)]
+    Lambda {
+        #[command(subcommand)]
+        command: lambda_runtime::LambdaCommand,
+    },
+    /// API Gateway events for the Lambda functions.
+    Events {
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum EventsCommand {
+    /// Re-signs API Gateway HTTP API (payload 2.0) event files for the current time: a
+    /// fresh OAuth timestamp and nonce, signed as the functions verify it, for
+    /// `sam local invoke -e` and `scripts/invoke`. One file (or standard input) is printed
+    /// to standard output; several need --in-place or --out-dir. The signed host is the
+    /// event's X-Forwarded-Host when it carries X-Origin-Verify (it came through
+    /// CloudFront), else its Host; --host replaces that header.
+    Sign {
+        /// API key (from `sitehost keys create`).
+        #[arg(long, env = "SITEHOST_KEY")]
+        key: String,
+        /// Its secret.
+        #[arg(long, env = "SITEHOST_SECRET", hide_env_values = true)]
+        secret: String,
+        /// Sign for this host (and write it into the event) instead of the event's own.
+        #[arg(long)]
+        host: Option<String>,
+        /// Scheme signed unless the event came through CloudFront (then its
+        /// X-Forwarded-Proto): https, as the functions assume on Lambda.
+        #[arg(long, default_value = "https")]
+        scheme: String,
+        /// Overwrites each file.
+        #[arg(long, conflicts_with = "out_dir")]
+        in_place: bool,
+        /// Writes each signed file into DIR under its own name.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+        /// Event files; standard input when none.
+        files: Vec<PathBuf>,
     },
 }
 
@@ -297,6 +344,33 @@ async fn run(cli: Cli) -> Result<()> {
                     store,
                 },
         } => sweep_files(older_than, dry_run, bucket, store).await,
+        Command::Lambda { command } => lambda_runtime::command(command).await,
+        Command::Events {
+            command:
+                EventsCommand::Sign {
+                    key,
+                    secret,
+                    host,
+                    scheme,
+                    in_place,
+                    out_dir,
+                    files,
+                },
+        } => {
+            let signer = events::Signer {
+                key: &key,
+                secret: &secret,
+                host: host.as_deref(),
+                scheme: &scheme,
+                now: SystemClock.now(),
+            };
+            let output = match (in_place, out_dir) {
+                (true, _) => events::Output::InPlace,
+                (false, Some(dir)) => events::Output::Dir(dir),
+                (false, None) => events::Output::Stdout,
+            };
+            events::sign_files(&files, &signer, &output)
+        }
         Command::Keys { command } => match command {
             KeysCommand::Create {
                 account,

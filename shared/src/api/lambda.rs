@@ -67,10 +67,62 @@ pub async fn run(app: Arc<App>, operation: Operation) -> Result<(), lambda_http:
 }
 
 /// The whole cold start of a function: logs, configuration, store clients, then the
-/// runtime loop for its one operation.
+/// runtime loop for its one operation. A cold start that fails is reported to the Runtime
+/// API's `/runtime/init/error` (lambda_runtime reports only SnapStart failures there), so
+/// Lambda shows the reason as the init error instead of a bare "Runtime exited".
 pub async fn start(operation: Operation) -> Result<(), lambda_http::Error> {
     crate::telemetry::init_lambda();
-    let config = crate::config::Config::from_env(crate::config::Defaults::lambda())?;
-    let stores = crate::store::open(&config).await?;
-    run(Arc::new(App::new(stores, config)?), operation).await
+    let app = match cold_start().await {
+        Ok(app) => app,
+        Err((error_type, err)) => {
+            let message = crate::telemetry::error_chain(err.as_ref());
+            tracing::error!(error = %message, error_type, "cold start failed");
+            report_init_error(error_type, &message).await;
+            return Err(err);
+        }
+    };
+    run(Arc::new(app), operation).await
+}
+
+async fn cold_start() -> Result<App, (&'static str, lambda_http::Error)> {
+    let config = crate::config::Config::from_env(crate::config::Defaults::lambda())
+        .map_err(|e| ("Sitehost.ConfigInvalid", e.into()))?;
+    let stores = crate::store::open(&config)
+        .await
+        .map_err(|e| ("Sitehost.StoreUnavailable", e.into()))?;
+    App::new(stores, config).map_err(|e| ("Sitehost.ConfigInvalid", e.into()))
+}
+
+/// POSTs `{"errorType", "errorMessage", "stackTrace"}` to `/runtime/init/error`, the
+/// Runtime API's documented format. Best effort: the process exits with the error anyway.
+async fn report_init_error(error_type: &str, message: &str) {
+    use lambda_runtime_api_client::{body::Body as ApiBody, build_request, PooledClient};
+    // The client panics on a missing or malformed address; a binary started by hand has none.
+    let Some(endpoint) = std::env::var("AWS_LAMBDA_RUNTIME_API")
+        .ok()
+        .and_then(|address| http::Uri::try_from(address).ok())
+    else {
+        return;
+    };
+    let body = serde_json::json!({
+        "errorType": error_type,
+        "errorMessage": message,
+        "stackTrace": [],
+    });
+    let request = build_request()
+        .method(http::Method::POST)
+        .uri("/2018-06-01/runtime/init/error")
+        .header("lambda-runtime-function-error-type", error_type)
+        .header("content-type", "application/json")
+        .body(ApiBody::from(body.to_string()));
+    let sent = match request {
+        Ok(request) => {
+            let client = PooledClient::builder().with_endpoint(endpoint).build();
+            client.call(request).await.map(|_| ())
+        }
+        Err(e) => Err(e.into()),
+    };
+    if let Err(err) = sent {
+        tracing::error!(error = %err, "could not report the init error to the Runtime API");
+    }
 }
