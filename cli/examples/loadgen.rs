@@ -15,9 +15,9 @@ use http_body_util::BodyExt;
 use serde_json::json;
 use sitehost::auth::NewKey;
 use sitehost::business::NewBusiness;
-use sitehost::client::PartnerClient;
 use sitehost::clock::{Clock, SystemClock};
-use sitehost::store::sqlite::SqliteStore;
+use sitehost::local::client::PartnerClient;
+use sitehost::local::sqlite::SqliteStore;
 use sitehost::store::{BusinessStore, KeyStore};
 
 #[derive(Parser)]

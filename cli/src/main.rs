@@ -119,7 +119,7 @@ enum FilesCommand {
 
 /// `90s`, `30m`, `1h`, `2d` or plain seconds, at least the sweeper's minimum grace.
 fn parse_age(text: &str) -> std::result::Result<i64, String> {
-    use sitehost::image::sweep::MIN_GRACE_SECS;
+    use sitehost::upload::sweep::MIN_GRACE_SECS;
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => text.split_at(i),
@@ -151,7 +151,7 @@ async fn sweep_files(
     bucket: Option<String>,
     store_args: StoreArgs,
 ) -> Result<()> {
-    use sitehost::image::sweep::{sweep, SweepOptions};
+    use sitehost::upload::sweep::{sweep, SweepOptions};
     let mut config = store_args.config()?;
     config.bucket = bucket.or(config.bucket);
     if matches!(config.store, StoreKind::DynamoDb { .. }) && config.bucket.is_none() {
@@ -163,7 +163,10 @@ async fn sweep_files(
         grace_secs: older_than,
         dry_run,
     };
-    let report = sweep(stores.records.as_ref(), stores.files.as_ref(), options).await?;
+    let files = stores
+        .files
+        .context("this store has no file store to sweep (SITEHOST_BUCKET)")?;
+    let report = sweep(stores.records.as_ref(), files.as_ref(), options).await?;
     let verb = if dry_run { "would remove" } else { "removed" };
     for set in &report.orphans {
         println!("{verb} {set}.*");
@@ -298,12 +301,12 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<()> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    sitehost::api::server::serve_with_limits(app, listener, limits, shutdown).await;
+    sitehost::local::server::serve_with_limits(app, listener, limits, shutdown).await;
     Ok(())
 }
 
 fn variants(file: &std::path::Path, outdir: &std::path::Path) -> Result<()> {
-    use sitehost::image::pipeline::{process_file_timed, write_variants};
+    use sitehost::upload::pipeline::{process_file_timed, write_variants};
     let limits = Config::from_env(Defaults::command())?.image_limits;
     let processed = process_file_timed(file, &limits).map_err(|e| match e {
         sitehost::ApiError::Validation(fields) => anyhow!("{}: {fields:?}", file.display()),

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{json, Value};
-use sitehost::client::PartnerClient;
+use sitehost::local::client::PartnerClient;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sitehost");
 
@@ -216,7 +216,7 @@ async fn python_partner_example_works_unchanged() {
 #[tokio::test]
 async fn files_sweep_removes_an_old_orphan_set_and_says_so() {
     use sitehost::image::{variant_path, VARIANTS};
-    use sitehost::operations::upload::original_path;
+    use sitehost::upload::original_path;
 
     let dir = tempfile::tempdir().expect("dir");
     let stores = sitehost::store::Stores::embedded(dir.path()).expect("stores");
@@ -233,6 +233,8 @@ async fn files_sweep_removes_an_old_orphan_set_and_says_so() {
     for path in paths.iter().chain([&legacy]) {
         stores
             .files
+            .as_ref()
+            .expect("files")
             .put(path, bytes::Bytes::from_static(b"png"), "image/png")
             .await
             .expect("put");

@@ -8,13 +8,13 @@
 //!
 //! Each `run` is its own process, so its peak RSS is that file's alone.
 
-#[path = "../src/image/pipeline/hostile.rs"]
+#[path = "../src/upload/pipeline/hostile.rs"]
 mod hostile;
 
 use std::path::Path;
 use std::time::Instant;
 
-use sitehost::image::pipeline::{process, Limits};
+use sitehost::upload::pipeline::{process, Limits};
 
 fn make(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;

@@ -5,15 +5,18 @@ pub mod account;
 pub mod api;
 pub mod auth;
 pub mod business;
-#[cfg(feature = "local")]
-pub mod client;
 pub mod clock;
 pub mod config;
 pub mod error;
 pub mod image;
+#[cfg(feature = "local")]
+pub mod local;
 pub mod operations;
 pub mod store;
 pub mod telemetry;
+#[cfg(feature = "images")]
+pub mod upload;
 pub mod validate;
+pub mod variant;
 
 pub use error::{ApiError, Result};

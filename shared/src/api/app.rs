@@ -9,32 +9,25 @@ use crate::auth::{self, Authenticated};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
-#[cfg(feature = "images")]
-use crate::image::fetch::Fetcher;
 use crate::operations::images as image;
 use crate::operations::{business, Reply, Services};
-use crate::store::files::LocalFiles;
 use crate::store::{BudgetDecision, BudgetKind, Stores};
 
 pub struct App {
     /// What the operations work with (stores, clock, configuration).
     pub services: Services,
-    /// Present when `sitehost serve` is the frontend host for locally stored files.
-    pub local_files: Option<Arc<LocalFiles>>,
 }
 
 impl App {
     pub fn new(stores: Stores, config: Config) -> Result<Self> {
         Ok(App {
             services: Services {
+                uploads: crate::variant::image_uploads(&config, stores.files.as_ref())?,
                 store: stores.records,
                 files: stores.files,
-                #[cfg(feature = "images")]
-                fetcher: Fetcher::new(config.fetch.clone())?,
                 clock: Arc::new(SystemClock),
                 config,
             },
-            local_files: stores.local_files,
         })
     }
 
@@ -254,12 +247,13 @@ impl App {
             Operation::BusinessUpdate => business::update(services, caller, id()?, &req.body).await,
             Operation::ImageList => image::list(services, caller, params).await,
             Operation::ImageGet => image::get(services, caller, id()?).await,
-            #[cfg(feature = "images")]
-            Operation::ImageUpload => image::upload(services, caller, &req.body).await,
-            #[cfg(not(feature = "images"))]
-            Operation::ImageUpload => Err(ApiError::internal(
-                "this build has no image pipeline (the sitehost crate's `images` feature)",
-            )),
+            Operation::ImageUpload => match &services.uploads {
+                Some(uploads) => uploads.upload(services, caller, &req.body).await,
+                None => Err(ApiError::internal(
+                    "no image uploads here: a build without the `images` feature, or no file \
+                     store (SITEHOST_BUCKET)",
+                )),
+            },
         }?;
         Ok(to_response(reply))
     }

@@ -9,12 +9,8 @@ use crate::auth::oauth1;
 use crate::error::{ApiError, Result};
 
 pub mod app;
-#[cfg(feature = "local")]
-pub mod docs;
 pub mod lambda;
 pub mod request_log;
-#[cfg(feature = "local")]
-pub mod server;
 
 pub use app::App;
 

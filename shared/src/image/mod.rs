@@ -5,13 +5,6 @@ use serde_json::{json, Map, Value};
 
 use crate::clock::format_timestamp;
 
-#[cfg(feature = "images")]
-pub mod fetch;
-#[cfg(feature = "images")]
-pub mod pipeline;
-#[cfg(feature = "images")]
-pub mod sweep;
-
 /// The variants every upload gets: name and the box its longest side is fitted into (never
 /// upscaled), largest first.
 pub const VARIANTS: [(&str, u32); 5] = [

@@ -17,7 +17,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::api::{route, ApiRequest, ApiResponse, App, Operation};
+use crate::config::StoreKind;
 use crate::error::{ApiError, Result};
+use crate::local::files::LocalFiles;
 
 /// What a refused upload is told to wait before trying again.
 const UPLOAD_RETRY_AFTER_SECS: u64 = 2;
@@ -27,6 +29,8 @@ pub use crate::config::ServerLimits;
 /// What every connection shares: the app, the limits and the upload slots.
 struct Shared {
     app: Arc<App>,
+    /// The embedded store's files, served as the local frontend host.
+    local_files: Option<LocalFiles>,
     limits: ServerLimits,
     upload_slots: Arc<Semaphore>,
     /// Uploads admitted at all, running or waiting: bounds the bodies held while waiting.
@@ -34,8 +38,12 @@ struct Shared {
 }
 
 /// A stored file, when `sitehost serve` is the frontend host: `GET /img/upload/x.jpg`.
-async fn serve_file(app: &App, method: &http::Method, path: &str) -> Option<ApiResponse> {
-    let files = app.local_files.as_ref()?;
+async fn serve_file(
+    files: Option<&LocalFiles>,
+    method: &http::Method,
+    path: &str,
+) -> Option<ApiResponse> {
+    let files = files?;
     if path.starts_with("/api/") || !(method == http::Method::GET || method == http::Method::HEAD) {
         return None;
     }
@@ -102,10 +110,12 @@ async fn upload_slot(shared: &Shared) -> Result<(OwnedSemaphorePermit, OwnedSema
 async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
     let app = &shared.app;
     // The API reference (`/api/v2/openapi.json`, `/docs/`): public, so before any signing.
-    if let Some(response) = crate::api::docs::serve(req.method(), req.uri().path()) {
+    if let Some(response) = crate::local::docs::serve(req.method(), req.uri().path()) {
         return response;
     }
-    if let Some(response) = serve_file(app, req.method(), req.uri().path()).await {
+    if let Some(response) =
+        serve_file(shared.local_files.as_ref(), req.method(), req.uri().path()).await
+    {
         return response;
     }
     let (parts, body) = req.into_parts();
@@ -207,8 +217,20 @@ pub async fn serve_with_limits(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     let builder = Arc::new(builder);
+    // With the embedded store, `sitehost serve` is also the frontend host of its files.
+    let local_files = match &app.services.config.store {
+        StoreKind::Embedded { data_dir } => match LocalFiles::open(data_dir) {
+            Ok(files) => Some(files),
+            Err(err) => {
+                tracing::error!(error = %crate::telemetry::error_chain(&err), "the files directory cannot be opened; files are not served");
+                None
+            }
+        },
+        StoreKind::DynamoDb { .. } => None,
+    };
     let shared = Arc::new(Shared {
         app,
+        local_files,
         upload_slots: Arc::new(Semaphore::new(limits.max_uploads.max(1))),
         upload_queue: Arc::new(Semaphore::new(
             limits

@@ -83,19 +83,3 @@ pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply>
         .ok_or_else(|| ApiError::NotFound(format!("no image with id {id}")))?;
     Ok(Reply::ok(image.to_json()))
 }
-
-#[cfg(feature = "images")]
-pub async fn upload(services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
-    let (image, processed) = super::upload::upload(services, caller, body).await?;
-    tracing::info!(
-        image_id = image.id,
-        account_id = caller.account_id,
-        mimetype = %image.mimetype,
-        width = image.width,
-        height = image.height,
-        decode_ms = processed.timings.decode.as_millis() as u64,
-        total_ms = processed.timings.total.as_millis() as u64,
-        "image stored"
-    );
-    Ok(Reply::created(image.to_json(), image.resource_uri()))
-}

@@ -5,8 +5,6 @@
 pub mod business;
 pub mod images;
 pub mod listing;
-#[cfg(feature = "images")]
-pub mod upload;
 pub mod upload_stats;
 
 use std::sync::Arc;
@@ -14,20 +12,30 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::Value;
 
+use crate::account::Caller;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::error::Result;
 use crate::store::files::SharedFiles;
 use crate::store::SharedStore;
 
 /// What the operations work with, built once per cold start: the stores, the clock, the
-/// configuration and (in a build with uploads) the URL fetcher.
+/// configuration and, in a build with them, image uploads.
 pub struct Services {
     pub store: SharedStore,
-    pub files: SharedFiles,
-    #[cfg(feature = "images")]
-    pub fetcher: crate::image::fetch::Fetcher,
+    /// Where upload files go; `None` when this deployment has no file store.
+    pub files: Option<SharedFiles>,
+    /// `None` in a build without the `images` feature or without a file store.
+    pub uploads: Option<Arc<dyn ImageUploads>>,
     pub clock: Arc<dyn Clock>,
     pub config: Config,
+}
+
+/// `POST /api/v2/images/`, implemented by `upload::Uploads` (the `images` feature): the
+/// one door through which the rest of the crate reaches the image pipeline.
+#[async_trait::async_trait]
+pub trait ImageUploads: Send + Sync {
+    async fn upload(&self, services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply>;
 }
 
 /// An operation's answer: a status, a JSON body, and the new resource's URI for a create.

@@ -1,6 +1,6 @@
-//! Storage behind traits. Two implementations of the same behaviour: `sqlite` (the embedded
-//! store `sitehost serve` uses by default) and `dynamo` (production). The contract test
-//! suite in `shared/tests/store_contract.rs` runs against both.
+//! Storage behind traits. Two implementations of the same behaviour: `dynamo` (production)
+//! and `local::sqlite` (the embedded store `sitehost serve` uses by default). The contract
+//! test suite in `shared/tests/integration/store_contract/` runs against both.
 
 use std::sync::Arc;
 
@@ -14,11 +14,7 @@ use crate::image::{Image, ImageQuery, NewImage};
 pub mod dynamo;
 pub mod files;
 pub mod rules;
-#[cfg(feature = "images")]
-pub mod s3;
 pub mod scope;
-#[cfg(feature = "local")]
-pub mod sqlite;
 
 /// One page of a list plus the number of all matches.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,73 +168,27 @@ pub type SharedStore = Arc<dyn Store>;
 #[derive(Clone)]
 pub struct Stores {
     pub records: SharedStore,
-    pub files: files::SharedFiles,
-    /// Set when files are local, so `sitehost serve` can act as the frontend host.
-    pub local_files: Option<Arc<files::LocalFiles>>,
-}
-
-impl Stores {
-    /// SQLite and files under one data directory.
-    #[cfg(feature = "local")]
-    pub fn embedded(data_dir: &std::path::Path) -> Result<Stores> {
-        let local = Arc::new(files::LocalFiles::open(data_dir)?);
-        Ok(Stores {
-            records: Arc::new(sqlite::SqliteStore::open(data_dir)?),
-            files: local.clone(),
-            local_files: Some(local),
-        })
-    }
-}
-
-/// A file store for deployments without a bucket (functions that never write files).
-struct NoBucket;
-
-#[async_trait]
-impl files::FileStore for NoBucket {
-    async fn put(&self, _path: &str, _bytes: bytes::Bytes, _content_type: &str) -> Result<()> {
-        Err(crate::error::ApiError::internal(
-            "SITEHOST_BUCKET is not set",
-        ))
-    }
-
-    async fn delete(&self, _path: &str) -> Result<()> {
-        Err(crate::error::ApiError::internal(
-            "SITEHOST_BUCKET is not set",
-        ))
-    }
+    /// `None` when the deployment has no file store (no bucket, or a build without
+    /// uploads): only uploads write files.
+    pub files: Option<files::SharedFiles>,
 }
 
 /// Opens the stores a configuration names. Builds clients only: no network I/O, so it is
 /// fit for a Lambda cold start.
 pub async fn open(config: &crate::config::Config) -> Result<Stores> {
     match &config.store {
-        #[cfg(feature = "local")]
-        crate::config::StoreKind::Embedded { data_dir } => Stores::embedded(data_dir),
-        #[cfg(not(feature = "local"))]
-        crate::config::StoreKind::Embedded { .. } => Err(crate::error::ApiError::internal(
-            "this build has no embedded store: set SITEHOST_STORE=dynamodb",
-        )),
+        crate::config::StoreKind::Embedded { data_dir } => {
+            crate::variant::embedded_stores(data_dir)
+        }
         crate::config::StoreKind::DynamoDb { table } => {
             let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
             let records: SharedStore = Arc::new(
                 dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), table.clone())
                     .with_id_block(config.id_block),
             );
-            // Only a build with the upload pipeline ever writes a file.
-            #[cfg(feature = "images")]
-            let files: files::SharedFiles = match &config.bucket {
-                Some(bucket) => Arc::new(s3::S3Files::new(
-                    aws_sdk_s3::Client::new(&aws),
-                    bucket.clone(),
-                )),
-                None => Arc::new(NoBucket),
-            };
-            #[cfg(not(feature = "images"))]
-            let files: files::SharedFiles = Arc::new(NoBucket);
             Ok(Stores {
                 records,
-                files,
-                local_files: None,
+                files: crate::variant::bucket_files(&aws, config.bucket.as_deref()),
             })
         }
     }

@@ -1,3 +1,8 @@
+//! Everything only image uploads need, built with the `images` feature (the `image-upload`
+//! function and the `sitehost` command): the operation below, the URL fetcher, the image
+//! pipeline, the S3 file store and the orphan sweeper. The rest of the crate reaches it
+//! through one trait object, `operations::ImageUploads`, created in `variant`.
+//!
 //! `POST /api/v2/images/`: an image by URL or as base64, stored as the original plus its
 //! variants, then recorded. Files are written before the record and removed again if
 //! anything fails, so a failed upload leaves nothing and a record never points at a
@@ -14,14 +19,44 @@ use base64::Engine;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::upload_stats::record_upload;
-use super::Services;
 use crate::account::Caller;
 use crate::business::Business;
+use crate::config::Config;
 use crate::error::{ApiError, FieldErrors, Result};
-use crate::image::pipeline::{self, Processed};
 use crate::image::{variant_path, Image, NewImage};
+use crate::operations::upload_stats::record_upload;
+use crate::operations::{ImageUploads, Reply, Services};
 use crate::store::files::SharedFiles;
+use fetch::Fetcher;
+use pipeline::Processed;
+
+pub mod fetch;
+pub mod pipeline;
+pub mod s3;
+pub mod sweep;
+
+/// The upload operation with what it needs beyond [`Services`]: built once per cold start.
+pub struct Uploads {
+    fetcher: Fetcher,
+    files: SharedFiles,
+}
+
+impl Uploads {
+    pub fn new(config: &Config, files: SharedFiles) -> Result<Self> {
+        Ok(Uploads {
+            fetcher: Fetcher::new(config.fetch.clone())?,
+            files,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ImageUploads for Uploads {
+    async fn upload(&self, services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
+        let (image, _) = upload(self, services, caller, body).await?;
+        Ok(Reply::created(image.to_json(), image.resource_uri()))
+    }
+}
 
 /// Where uploads live, relative to the frontend host.
 pub const UPLOAD_PREFIX: &str = "img/upload/";
@@ -267,11 +302,12 @@ async fn remove_files(files: &SharedFiles, paths: &[String]) {
     while tasks.join_next().await.is_some() {}
 }
 
-pub async fn upload(
+async fn upload(
+    uploads: &Uploads,
     services: &Services,
     caller: &Caller,
     body: &[u8],
-) -> Result<(crate::image::Image, Processed)> {
+) -> Result<(Image, Processed)> {
     let request = UploadRequest::from_json(crate::validate::json_object(body)?)?;
     let business = match request.business_id {
         Some(business_id) => {
@@ -295,7 +331,7 @@ pub async fn upload(
     let (bytes, name) = match &request.source {
         Source::Url(url) => {
             let started = Instant::now();
-            let fetched = services.fetcher.fetch(url).await;
+            let fetched = uploads.fetcher.fetch(url).await;
             record_upload(|stats| stats.fetch = Some(started.elapsed()));
             let fetched = fetched?;
             (fetched.bytes, Some(fetched.final_url))
@@ -344,7 +380,7 @@ pub async fn upload(
         ));
     }
     let started = Instant::now();
-    let written = store_files(&services.files, objects).await;
+    let written = store_files(&uploads.files, objects).await;
     record_upload(|stats| stats.store = Some(started.elapsed()));
     let written = written?;
     let new = NewImage {
@@ -369,14 +405,14 @@ pub async fn upload(
         // An internal error (a timeout, a lost response) does not prove that nothing was
         // written: settle the id before touching the files.
         Err(err @ ApiError::Internal(_)) => {
-            let image = settle(services, caller, id, &path, &written).await;
+            let image = settle(services, &uploads.files, caller, id, &path, &written).await;
             match image {
                 Some(image) => Ok((image, processed)),
                 None => Err(err),
             }
         }
         Err(err) => {
-            remove_files(&services.files, &written).await;
+            remove_files(&uploads.files, &written).await;
             Err(err)
         }
     }
@@ -387,6 +423,7 @@ pub async fn upload(
 /// found out, the files stay for `sitehost files sweep` to judge later.
 async fn settle(
     services: &Services,
+    files: &SharedFiles,
     caller: &Caller,
     id: i64,
     path: &str,
@@ -404,7 +441,7 @@ async fn settle(
             if other.is_some() {
                 tracing::error!(image_id = id, "image id recorded for other files");
             }
-            remove_files(&services.files, written).await;
+            remove_files(files, written).await;
             None
         }
         Err(err) => {

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 
-use super::files::{FilePage, FileStore, StoredFile, CACHE_CONTROL};
 use crate::error::Result;
+use crate::store::files::{FilePage, FileStore, StoredFile, CACHE_CONTROL};
 
 pub struct S3Files {
     client: aws_sdk_s3::Client,

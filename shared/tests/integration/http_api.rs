@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sitehost::api::server::{serve_with_limits, ServerLimits};
 use sitehost::api::App;
 use sitehost::auth::{oauth1, ApiKey, NewKey};
 use sitehost::clock::{Clock, FixedClock, SystemClock};
 use sitehost::config::{Config, RequestBudgets};
+use sitehost::local::server::{serve_with_limits, ServerLimits};
 use sitehost::store::{SharedStore, Stores};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -574,7 +574,7 @@ fn fifteen_seconds_into_this_minute() -> i64 {
     now - now.rem_euclid(60) + 15
 }
 
-fn assert_over_budget(reply: &sitehost::client::Reply, message: &str) {
+fn assert_over_budget(reply: &sitehost::local::client::Reply, message: &str) {
     assert_eq!(reply.status, 429, "{}", reply.body);
     let header = |name: &str| reply.headers.get(name).and_then(|v| v.to_str().ok());
     assert_eq!(header("retry-after"), Some("45"));

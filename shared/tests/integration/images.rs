@@ -376,7 +376,10 @@ fn caller() -> Caller {
 async fn a_failed_file_write_leaves_no_record_and_no_files() {
     let dir = tempfile::tempdir().expect("dir");
     let mut stores = Stores::embedded(dir.path()).expect("stores");
-    stores.files = Arc::new(FailingFiles::new(stores.files.clone(), ".small."));
+    stores.files = Some(Arc::new(FailingFiles::new(
+        stores.files.clone().expect("files"),
+        ".small.",
+    )));
     let app = App::new(stores, Config::embedded(dir.path().into())).expect("app");
     let account = app
         .services
@@ -386,8 +389,13 @@ async fn a_failed_file_write_leaves_no_record_and_no_files() {
         .expect("account");
     assert_eq!(account.id, caller().account_id);
     let body = json!({"upload": {"file": b64(&png(400, 300))}}).to_string();
-    let result =
-        sitehost::operations::upload::upload(&app.services, &caller(), body.as_bytes()).await;
+    let result = app
+        .services
+        .uploads
+        .as_ref()
+        .expect("uploads")
+        .upload(&app.services, &caller(), body.as_bytes())
+        .await;
     assert!(matches!(result, Err(ApiError::Internal(_))));
     let query = sitehost::image::ImageQuery {
         filter: Default::default(),
@@ -428,8 +436,13 @@ async fn a_failed_record_write_that_cannot_be_checked_keeps_the_files() {
     let db = rusqlite::Connection::open(dir.path().join("sitehost.db")).expect("db");
     db.execute_batch("DROP TABLE images").expect("drop");
     let body = json!({"upload": {"file": b64(&png(64, 64))}}).to_string();
-    let result =
-        sitehost::operations::upload::upload(&app.services, &caller(), body.as_bytes()).await;
+    let result = app
+        .services
+        .uploads
+        .as_ref()
+        .expect("uploads")
+        .upload(&app.services, &caller(), body.as_bytes())
+        .await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(
         stored_files(dir.path()).len(),

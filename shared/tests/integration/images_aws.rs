@@ -10,15 +10,15 @@ use std::sync::Arc;
 use serde_json::json;
 use sitehost::api::App;
 use sitehost::auth::{Caller, NewKey};
-use sitehost::client::PartnerClient;
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::error::ApiError;
 use sitehost::image::ImageQuery;
+use sitehost::local::client::PartnerClient;
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{SharedFiles, CACHE_CONTROL};
-use sitehost::store::s3::S3Files;
 use sitehost::store::{SharedStore, Stores};
+use sitehost::upload::s3::S3Files;
 use support::media::{b64, file_server, jpeg, png, FailingFiles};
 
 struct Aws {
@@ -74,8 +74,7 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
     config.fetch.allow_hosts = vec![host.clone()];
     let stores = Stores {
         records: Arc::clone(&records),
-        files: aws.files(),
-        local_files: None,
+        files: Some(aws.files()),
     };
     let app = Arc::new(App::new(stores, config).expect("app"));
     let base = support::serve(app).await;
@@ -152,8 +151,7 @@ async fn an_s3_put_failing_leaves_no_record_and_no_objects() {
     let account = records.ensure_account("faulty").await.expect("account");
     let stores = Stores {
         records: Arc::clone(&records),
-        files: Arc::new(FailingFiles::new(aws.files(), ".medium.")),
-        local_files: None,
+        files: Some(Arc::new(FailingFiles::new(aws.files(), ".medium."))),
     };
     let app = App::new(stores, Config::embedded(std::env::temp_dir())).expect("app");
     let caller = Caller {
@@ -162,8 +160,13 @@ async fn an_s3_put_failing_leaves_no_record_and_no_objects() {
         restrict_sub_id: None,
     };
     let body = json!({"upload": {"file": b64(&png(700, 500))}}).to_string();
-    let result =
-        sitehost::operations::upload::upload(&app.services, &caller, body.as_bytes()).await;
+    let result = app
+        .services
+        .uploads
+        .as_ref()
+        .expect("uploads")
+        .upload(&app.services, &caller, body.as_bytes())
+        .await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(aws.object_keys().await, Vec::<String>::new());
     let query = ImageQuery {
@@ -192,8 +195,7 @@ async fn a_dynamodb_write_failing_leaves_no_objects() {
     let broken: SharedStore = Arc::new(DynamoStore::new(aws.table.client.clone(), "no-such-table"));
     let stores = Stores {
         records: broken,
-        files: aws.files(),
-        local_files: None,
+        files: Some(aws.files()),
     };
     let app = App::new(stores, Config::embedded(std::env::temp_dir())).expect("app");
     let caller = Caller {
@@ -202,8 +204,13 @@ async fn a_dynamodb_write_failing_leaves_no_objects() {
         restrict_sub_id: None,
     };
     let body = json!({"upload": {"file": b64(&png(400, 400))}}).to_string();
-    let result =
-        sitehost::operations::upload::upload(&app.services, &caller, body.as_bytes()).await;
+    let result = app
+        .services
+        .uploads
+        .as_ref()
+        .expect("uploads")
+        .upload(&app.services, &caller, body.as_bytes())
+        .await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(aws.object_keys().await, Vec::<String>::new());
     aws.table.delete().await;

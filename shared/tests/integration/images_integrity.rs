@@ -17,20 +17,20 @@ use serde_json::{json, Value};
 use sitehost::api::App;
 use sitehost::auth::{Account, ApiKey, NewKey};
 use sitehost::business::{Business, BusinessPatch, BusinessQuery, NewBusiness};
-use sitehost::client::{PartnerClient, Reply};
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::error::{ApiError, Result};
-use sitehost::image::sweep::{sweep, SweepOptions, SweepReport};
 use sitehost::image::{variant_path, Image, ImageQuery, NewImage, VARIANTS};
-use sitehost::operations::upload::original_path;
+use sitehost::local::client::{PartnerClient, Reply};
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{FileStore, SharedFiles};
-use sitehost::store::s3::S3Files;
 use sitehost::store::{
     BudgetDecision, BudgetKind, BudgetStore, BusinessStore, ImageStore, KeyStore, Page,
     SharedStore, Stores,
 };
+use sitehost::upload::original_path;
+use sitehost::upload::s3::S3Files;
+use sitehost::upload::sweep::{sweep, SweepOptions, SweepReport};
 use support::media::{b64, png, stored_files};
 
 async fn key(store: &SharedStore, account: &Account, sub: Option<&str>) -> ApiKey {
@@ -430,7 +430,7 @@ async fn an_unanswerable_outcome_keeps_the_files_for_the_sweeper() {
     assert_eq!(stored_files(dir.path()).len(), 6, "the files are kept");
     // Later, past the grace period, the sweeper finds no record and removes them.
     let files: SharedFiles =
-        Arc::new(sitehost::store::files::LocalFiles::open(dir.path()).expect("files"));
+        Arc::new(sitehost::local::files::LocalFiles::open(dir.path()).expect("files"));
     let report = sweep(store.as_ref(), files.as_ref(), later())
         .await
         .expect("sweep");
@@ -624,14 +624,14 @@ async fn sweeper_case(store: SharedStore, files: SharedFiles) {
 async fn the_sweeper_removes_only_old_orphans_on_the_embedded_store() {
     let dir = tempfile::tempdir().expect("dir");
     let stores = Stores::embedded(dir.path()).expect("stores");
-    sweeper_case(stores.records, stores.files).await;
+    sweeper_case(stores.records, stores.files.expect("files")).await;
 }
 
 #[tokio::test]
 async fn the_sweeper_judges_each_set_by_its_newest_file() {
     let dir = tempfile::tempdir().expect("dir");
     let stores = Stores::embedded(dir.path()).expect("stores");
-    let (store, files) = (stores.records, stores.files);
+    let (store, files) = (stores.records, stores.files.expect("files"));
     let (_, old) = write_set(&store, files.as_ref(), "old").await;
     let (_, young) = write_set(&store, files.as_ref(), "young").await;
     let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7_200);
@@ -690,7 +690,7 @@ async fn an_embedded_store_from_before_image_sub_ids_is_migrated() {
     .expect("old schema");
     drop(db);
     let store: SharedStore = Arc::new(
-        sitehost::store::sqlite::SqliteStore::open(dir.path()).expect("opens and migrates"),
+        sitehost::local::sqlite::SqliteStore::open(dir.path()).expect("opens and migrates"),
     );
     let old = store.get_image(1, 1).await.expect("get").expect("kept");
     assert_eq!(

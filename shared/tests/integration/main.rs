@@ -9,6 +9,7 @@
 //!
 //! `cargo test -p sitehost --test integration store_contract::` runs one suite.
 
+mod auth;
 mod cloudfront_events;
 mod http_api;
 mod images;

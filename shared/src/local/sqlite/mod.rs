@@ -15,8 +15,8 @@ use std::sync::{Mutex, MutexGuard};
 use anyhow::Context;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
-use super::Page;
 use crate::error::{ApiError, Result};
+use crate::store::Page;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS sequences (kind TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;

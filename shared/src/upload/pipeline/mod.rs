@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use rayon::prelude::*;
 
-use super::VARIANTS;
 use crate::error::{ApiError, Result};
+use crate::image::VARIANTS;
 
 /// The form field that validation errors are reported under.
 const FIELD: &str = "upload";

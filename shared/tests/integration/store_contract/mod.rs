@@ -129,7 +129,7 @@ async fn dynamo_fixture() -> Option<Fixture> {
 async fn sqlite_fixture() -> Option<Fixture> {
     let dir = tempfile::tempdir().expect("temporary data directory");
     let store: SharedStore = Arc::new(
-        sitehost::store::sqlite::SqliteStore::open(dir.path()).expect("open SQLite store"),
+        sitehost::local::sqlite::SqliteStore::open(dir.path()).expect("open SQLite store"),
     );
     Some(Fixture {
         store,

@@ -447,7 +447,7 @@ pub async fn serve(app: Arc<sitehost::api::App>) -> String {
         .await
         .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(sitehost::api::server::serve(
+    tokio::spawn(sitehost::local::server::serve(
         app,
         listener,
         std::future::pending(),

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use reqwest::header::HeaderMap;
 use serde_json::Value;
-use sitehost::client::{PartnerClient, Reply};
+use sitehost::local::client::{PartnerClient, Reply};
 
 /// OpenAPI's methods, in the order the server's `Allow` lists them.
 const METHODS: [&str; 8] = [

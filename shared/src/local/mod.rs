@@ -1,0 +1,26 @@
+//! Everything only the `sitehost` command needs, built with the `local` feature: the
+//! embedded store (SQLite and files under a data directory), the local HTTP server with its
+//! reference page, and the signing partner client. No Lambda function links it; the rest
+//! of the crate reaches it through `variant::embedded_stores` only.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::store::Stores;
+
+pub mod client;
+pub mod docs;
+pub mod files;
+pub mod server;
+pub mod sqlite;
+
+impl Stores {
+    /// SQLite and files under one data directory.
+    pub fn embedded(data_dir: &Path) -> Result<Stores> {
+        Ok(Stores {
+            records: Arc::new(sqlite::SqliteStore::open(data_dir)?),
+            files: Some(Arc::new(files::LocalFiles::open(data_dir)?)),
+        })
+    }
+}
