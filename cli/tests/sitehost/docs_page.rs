@@ -2,49 +2,15 @@
 //! headless Chromium loads it from the server, offline, and every operation of
 //! docs/openapi.json must appear in the rendered page.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_sitehost");
+use crate::support::serve;
 /// The test script installs Debian's `chromium`; this names another binary.
 const CHROMIUM_VAR: &str = "SITEHOST_TEST_CHROMIUM";
-
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(data_dir: &Path) -> Serve {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir)
-        .env_remove("SITEHOST_STORE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("sitehost serve starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let base = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            line.strip_prefix("sitehost listening on ")
-                .map(|url| url.trim().trim_end_matches("/api/v2/").to_string())
-        })
-        .expect("serve printed its address");
-    Serve { child, base }
-}
 
 /// The Chromium binary, or `None` (after saying so) when there is none and the run does
 /// not require it (`scripts/test` does, through SITEHOST_TEST_REQUIRE_AWS=1).

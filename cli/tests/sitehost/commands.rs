@@ -1,64 +1,13 @@
 //! The `sitehost` command as a newcomer uses it: `serve` on a fresh data directory, keys
 //! created and revoked from another process while it runs, partner code in Python.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 use sitehost::local::client::PartnerClient;
 
-const BIN: &str = env!("CARGO_BIN_EXE_sitehost");
-
-struct Serve {
-    child: Child,
-    base: String,
-    key: String,
-    secret: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(data_dir: &Path) -> Serve {
-    serve_with_env(data_dir, &[])
-}
-
-fn serve_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Serve {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir)
-        .env_remove("SITEHOST_STORE")
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("sitehost serve starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let (mut key, mut secret, mut base) = (String::new(), String::new(), String::new());
-    for line in BufReader::new(stdout).lines() {
-        let line = line.expect("line");
-        if let Some(v) = line.trim().strip_prefix("key:") {
-            key = v.trim().to_string();
-        } else if let Some(v) = line.trim().strip_prefix("secret:") {
-            secret = v.trim().to_string();
-        } else if let Some(v) = line.strip_prefix("sitehost listening on ") {
-            base = v.trim().trim_end_matches("/api/v2/").to_string();
-            break;
-        }
-    }
-    assert!(!base.is_empty(), "serve printed its address");
-    Serve {
-        child,
-        base,
-        key,
-        secret,
-    }
-}
+use crate::support::{serve, serve_with_env, BIN};
 
 fn sitehost(args: &[&str], data_dir: &Path) -> (bool, String) {
     let out = Command::new(BIN)

@@ -10,7 +10,7 @@ use sitehost::api::{lambda, App, Operation};
 use sitehost::config::Config;
 use sitehost::store::Stores;
 
-const BIN: &str = env!("CARGO_BIN_EXE_sitehost");
+use crate::support::BIN;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
