@@ -157,7 +157,7 @@ async fn sweep_files(
     if matches!(config.store, StoreKind::DynamoDb { .. }) && config.bucket.is_none() {
         bail!("--store dynamodb needs --bucket or SITEHOST_BUCKET");
     }
-    let stores = sitehost::store::open(&config).await?;
+    let stores = sitehost::local::open_stores(&config).await?;
     let options = SweepOptions {
         now: SystemClock.now(),
         grace_secs: older_than,
@@ -246,7 +246,7 @@ impl StoreArgs {
 
     async fn open(&self) -> Result<(Config, Stores)> {
         let config = self.config()?;
-        let stores = sitehost::store::open(&config).await?;
+        let stores = sitehost::local::open_stores(&config).await?;
         Ok((config, stores))
     }
 
@@ -429,7 +429,7 @@ async fn run(cli: Cli) -> Result<()> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    sitehost::telemetry::init_cli();
+    sitehost::api::logging::init_cli();
     match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

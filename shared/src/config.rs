@@ -10,6 +10,35 @@ use std::time::Duration;
 #[error("{0}")]
 pub struct ConfigError(String);
 
+/// The secret that proves a request came through our CloudFront distribution
+/// (`SITEHOST_ORIGIN_VERIFY`). Only such requests may name the host and scheme the client
+/// called in `X-Forwarded-Host`/`X-Forwarded-Proto`: anyone else could use them to have a
+/// signature made for another host (another deployment sharing the key) accepted here.
+#[derive(Clone, PartialEq)]
+pub struct OriginSecret(String);
+
+impl OriginSecret {
+    /// `None` for an empty or blank value: no secret is configured.
+    pub fn new(value: &str) -> Option<Self> {
+        let value = value.trim();
+        (!value.is_empty()).then(|| OriginSecret(value.to_string()))
+    }
+
+    /// Whether a request's origin-verify header holds the secret, compared in constant time
+    /// (only a length difference returns early; the generated secret's length is public).
+    pub fn matches(&self, presented: Option<&str>) -> bool {
+        use subtle::ConstantTimeEq;
+        presented.is_some_and(|p| bool::from(p.trim().as_bytes().ct_eq(self.0.as_bytes())))
+    }
+}
+
+/// Never printed, not even in a `Debug` dump of the configuration.
+impl std::fmt::Debug for OriginSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OriginSecret(<redacted>)")
+    }
+}
+
 pub type ConfigResult<T> = std::result::Result<T, ConfigError>;
 
 /// Which record store to use.
@@ -69,7 +98,7 @@ pub struct Config {
     /// The secret our CloudFront sends in `X-Origin-Verify` (`SITEHOST_ORIGIN_VERIFY`): only
     /// requests carrying it may name the called host and scheme in `X-Forwarded-*`. `None`
     /// (`sitehost serve` by default): those headers are never trusted.
-    pub origin_verify: Option<crate::auth::OriginSecret>,
+    pub origin_verify: Option<OriginSecret>,
     /// Largest request body accepted (413 beyond).
     pub max_body_bytes: usize,
     /// Ids handed out per DynamoDB counter update.
@@ -381,8 +410,7 @@ impl Config {
                 .unwrap_or_default(),
             default_scheme: var("SITEHOST_DEFAULT_SCHEME")
                 .unwrap_or_else(|| defaults.scheme.to_string()),
-            origin_verify: var("SITEHOST_ORIGIN_VERIFY")
-                .and_then(|v| crate::auth::OriginSecret::new(&v)),
+            origin_verify: var("SITEHOST_ORIGIN_VERIFY").and_then(|v| OriginSecret::new(&v)),
             max_body_bytes: parse_number("SITEHOST_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?,
             id_block: parse_number("SITEHOST_ID_BLOCK", 1)?,
             bucket: var("SITEHOST_BUCKET"),

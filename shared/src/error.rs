@@ -48,7 +48,7 @@ pub enum ApiError {
     /// stores signal it; it answers 400 on that field.
     #[error("{field}: this value already exists")]
     Conflict { field: &'static str },
-    /// Our fault. The cause chain goes to the logs only (`telemetry::error_chain`); the client sees a
+    /// Our fault. The cause chain goes to the logs only ([`error_chain`]); the client sees a
     /// generic text. `?` on an `anyhow::Result` (`.context("what we were doing")`) lands here.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -118,6 +118,23 @@ fn field_body(field: &str, message: String) -> Value {
     json!({ field: [message] })
 }
 
+/// An error and its causes (`std::error::Error::source`), outermost first, as one line:
+/// `outer: cause: root cause`. A cause whose text its wrapper's message already ends with
+/// (`#[error("...: {0}")]` around `#[source]`) is not repeated.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut chain = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !chain.ends_with(&text) {
+            chain.push_str(": ");
+            chain.push_str(&text);
+        }
+        source = cause.source();
+    }
+    chain
+}
+
 /// Collects several field errors before failing, so a client sees all of them at once.
 #[derive(Debug, Default)]
 pub struct FieldErrors(BTreeMap<String, Vec<String>>);
@@ -155,10 +172,7 @@ mod tests {
         let root = std::io::Error::other("disk on fire");
         let err = ApiError::from(anyhow::Error::new(root).context("writing img/a.jpg"));
         assert_eq!(err.status(), 500);
-        assert_eq!(
-            crate::telemetry::error_chain(&err),
-            "writing img/a.jpg: disk on fire"
-        );
+        assert_eq!(error_chain(&err), "writing img/a.jpg: disk on fire");
         assert_eq!(err.body(), json!({"error": "internal server error"}));
     }
 
@@ -200,5 +214,40 @@ mod tests {
         };
         assert_eq!(err.status(), 429);
         assert_eq!(err.body(), json!({"error": "over budget"}));
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{message}")]
+    struct Layer {
+        message: &'static str,
+        #[source]
+        source: Option<Box<Layer>>,
+    }
+
+    fn layer(message: &'static str, source: Option<Layer>) -> Layer {
+        Layer {
+            message,
+            source: source.map(Box::new),
+        }
+    }
+
+    #[test]
+    fn error_chain_walks_every_source_once() {
+        let root = layer("connection reset by peer", None);
+        let middle = layer("dispatch failure", Some(root));
+        let outer = layer(
+            "internal error: could not write the image record",
+            Some(middle),
+        );
+        assert_eq!(
+            error_chain(&outer),
+            "internal error: could not write the image record: dispatch failure: connection \
+             reset by peer"
+        );
+        // A wrapper that already shows its source's text does not repeat it.
+        let shown = layer("internal error: timed out", Some(layer("timed out", None)));
+        assert_eq!(error_chain(&shown), "internal error: timed out");
+        let internal = ApiError::internal("dynamodb said no");
+        assert_eq!(error_chain(&internal), "dynamodb said no");
     }
 }

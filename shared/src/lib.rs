@@ -13,7 +13,6 @@ pub mod image;
 pub mod local;
 pub mod operations;
 pub mod store;
-pub mod telemetry;
 #[cfg(feature = "images")]
 pub mod upload;
 pub mod validate;

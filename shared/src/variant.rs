@@ -1,45 +1,38 @@
-//! The seam between the common crate and its two optional parts: the only module besides
-//! `lib.rs` that names a cargo feature. `images` adds `upload` (pipeline, fetcher, S3),
-//! `local` adds `local` (SQLite store, local server, partner client); six of the seven
-//! Lambda functions build with neither, which keeps them small. Each function here answers
-//! for both builds, so callers never need a `cfg` of their own.
+//! The seam between the common crate and its optional `upload` part (the `images` feature:
+//! pipeline, fetcher, S3): the only module besides `lib.rs` that names a cargo feature.
+//! Each function here answers for both builds, so callers never need a `cfg` of their own.
+//! (`local`, the other feature, is reached only from the `sitehost` command, which always
+//! builds it.) Six of the seven Lambda functions build with neither, which keeps them small.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::Result;
 use crate::operations::ImageUploads;
+use crate::store::dynamo::DynamoStore;
 use crate::store::files::SharedFiles;
 use crate::store::Stores;
 
-/// The embedded store under `data_dir` (SQLite and files).
-pub fn embedded_stores(data_dir: &Path) -> Result<Stores> {
-    #[cfg(feature = "local")]
-    return Stores::embedded(data_dir);
-    #[cfg(not(feature = "local"))]
-    {
-        let _ = data_dir;
-        Err(crate::error::ApiError::internal(
-            "this build has no embedded store: set SITEHOST_STORE=dynamodb",
-        ))
-    }
-}
-
-/// The S3 file store of a DynamoDB deployment: only a build that uploads writes files.
-pub fn bucket_files(aws: &aws_config::SdkConfig, bucket: Option<&str>) -> Option<SharedFiles> {
+/// The stores of a DynamoDB deployment: the table, and in a build that uploads, the bucket
+/// (`SITEHOST_BUCKET`) as the file store. Builds clients only, no network I/O: fit for a
+/// Lambda cold start.
+pub async fn dynamodb_stores(config: &Config, table: &str) -> Result<Stores> {
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let records = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), table.to_string())
+        .with_id_block(config.id_block);
     #[cfg(feature = "images")]
-    return bucket.map(|bucket| -> SharedFiles {
+    let files = config.bucket.as_ref().map(|bucket| -> SharedFiles {
         Arc::new(crate::upload::s3::S3Files::new(
-            aws_sdk_s3::Client::new(aws),
-            bucket.to_string(),
+            aws_sdk_s3::Client::new(&aws),
+            bucket.clone(),
         ))
     });
     #[cfg(not(feature = "images"))]
-    {
-        let _ = (aws, bucket);
-        None
-    }
+    let files = None;
+    Ok(Stores {
+        records: Arc::new(records),
+        files,
+    })
 }
 
 /// Image uploads, in a build with the pipeline and a deployment with a file store.

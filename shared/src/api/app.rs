@@ -62,7 +62,7 @@ impl App {
             Err(err) => {
                 let response = ApiResponse::error(&err);
                 if response.status.is_server_error() {
-                    error = Some(crate::telemetry::error_chain(&err));
+                    error = Some(crate::error::error_chain(&err));
                 }
                 match err {
                     ApiError::MethodNotAllowed(_) => {

@@ -71,11 +71,11 @@ pub async fn run(app: Arc<App>, operation: Operation) -> Result<(), lambda_http:
 /// API's `/runtime/init/error` (lambda_runtime reports only SnapStart failures there), so
 /// Lambda shows the reason as the init error instead of a bare "Runtime exited".
 pub async fn start(operation: Operation) -> Result<(), lambda_http::Error> {
-    crate::telemetry::init_lambda();
+    crate::api::logging::init_lambda();
     let app = match cold_start().await {
         Ok(app) => app,
         Err((error_type, err)) => {
-            let message = crate::telemetry::error_chain(err.as_ref());
+            let message = crate::error::error_chain(err.as_ref());
             tracing::error!(error = %message, error_type, "cold start failed");
             report_init_error(error_type, &message).await;
             return Err(err);
@@ -87,9 +87,15 @@ pub async fn start(operation: Operation) -> Result<(), lambda_http::Error> {
 async fn cold_start() -> Result<App, (&'static str, lambda_http::Error)> {
     let config = crate::config::Config::from_env(crate::config::Defaults::lambda())
         .map_err(|e| ("Sitehost.ConfigInvalid", e.into()))?;
-    let stores = crate::store::open(&config)
-        .await
-        .map_err(|e| ("Sitehost.StoreUnavailable", e.into()))?;
+    let stores = match &config.store {
+        crate::config::StoreKind::DynamoDb { table } => {
+            crate::variant::dynamodb_stores(&config, table).await
+        }
+        crate::config::StoreKind::Embedded { .. } => Err(crate::ApiError::internal(
+            "a Lambda function uses DynamoDB: set SITEHOST_STORE=dynamodb and SITEHOST_TABLE",
+        )),
+    }
+    .map_err(|e| ("Sitehost.StoreUnavailable", e.into()))?;
     App::new(stores, config).map_err(|e| ("Sitehost.ConfigInvalid", e.into()))
 }
 

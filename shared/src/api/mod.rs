@@ -10,6 +10,7 @@ use crate::error::{ApiError, Result};
 
 pub mod app;
 pub mod lambda;
+pub mod logging;
 pub mod request_log;
 
 pub use app::App;

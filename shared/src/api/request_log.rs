@@ -8,7 +8,7 @@
 //! a secret, a signature, the query string (it may carry the oauth parameters), a header or
 //! image bytes. A 5xx is logged at `ERROR`, everything else at `INFO`.
 //!
-//! On Lambda ([`crate::telemetry::init_lambda`]) that event is written as one JSON object
+//! On Lambda ([`crate::api::logging::init_lambda`]) that event is written as one JSON object
 //! that is also a CloudWatch Embedded Metric Format document: CloudWatch Logs extracts
 //! [`METRICS`] from it, per operation, with no API call. `sitehost serve` writes the same
 //! fields as a readable line, without metrics (unless `SITEHOST_LOG_FORMAT=json`).
@@ -125,7 +125,7 @@ pub struct RequestLog<'a> {
     pub account_id: Option<i64>,
     pub user_id: Option<i64>,
     pub upload: UploadStats,
-    /// A 5xx's cause chain ([`crate::telemetry::error_chain`]).
+    /// A 5xx's cause chain ([`crate::error::error_chain`]).
     pub error: Option<String>,
 }
 
@@ -328,7 +328,7 @@ mod tests {
         }
     }
 
-    /// The subscriber `telemetry::init_lambda` installs, writing to `captured`.
+    /// The subscriber `api::logging::init_lambda` installs, writing to `captured`.
     fn lambda_subscriber(captured: &Captured) -> impl Subscriber + Send + Sync {
         tracing_subscriber::registry().with(
             tracing_subscriber::fmt::layer()

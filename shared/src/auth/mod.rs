@@ -2,8 +2,6 @@
 
 pub mod oauth1;
 
-use subtle::ConstantTimeEq;
-
 pub use crate::account::{Account, ApiKey, Caller, NewKey};
 
 /// How far a request's `oauth_timestamp` may be from our clock.
@@ -26,33 +24,7 @@ pub struct Authenticated {
 /// header of `template.yaml`), holding the origin-verify secret.
 pub const ORIGIN_VERIFY_HEADER: &str = "x-origin-verify";
 
-/// The secret that proves a request came through our CloudFront distribution
-/// (`SITEHOST_ORIGIN_VERIFY`). Only such requests may name the host and scheme the client
-/// called in `X-Forwarded-Host`/`X-Forwarded-Proto`: anyone else could use them to have a
-/// signature made for another host (another deployment sharing the key) accepted here.
-#[derive(Clone, PartialEq)]
-pub struct OriginSecret(String);
-
-impl OriginSecret {
-    /// `None` for an empty or blank value: no secret is configured.
-    pub fn new(value: &str) -> Option<Self> {
-        let value = value.trim();
-        (!value.is_empty()).then(|| OriginSecret(value.to_string()))
-    }
-
-    /// Whether a request's origin-verify header holds the secret, compared in constant time
-    /// (only a length difference returns early; the generated secret's length is public).
-    pub fn matches(&self, presented: Option<&str>) -> bool {
-        presented.is_some_and(|p| bool::from(p.trim().as_bytes().ct_eq(self.0.as_bytes())))
-    }
-}
-
-/// Never printed, not even in a `Debug` dump of the configuration.
-impl std::fmt::Debug for OriginSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OriginSecret(<redacted>)")
-    }
-}
+pub use crate::config::OriginSecret;
 
 /// The base URIs a request may have been signed against: the host it was sent to (`Host`,
 /// with the default scheme), plus the configured public hosts (frontend host, custom

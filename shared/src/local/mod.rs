@@ -1,11 +1,12 @@
 //! Everything only the `sitehost` command needs, built with the `local` feature: the
 //! embedded store (SQLite and files under a data directory), the local HTTP server with its
-//! reference page, and the signing partner client. No Lambda function links it; the rest
-//! of the crate reaches it through `variant::embedded_stores` only.
+//! reference page, and the signing partner client. No Lambda function links it; nothing else
+//! in the crate depends on it.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::config::{Config, StoreKind};
 use crate::error::Result;
 use crate::store::Stores;
 
@@ -14,6 +15,14 @@ pub mod docs;
 pub mod files;
 pub mod server;
 pub mod sqlite;
+
+/// The stores a configuration names, either kind (the `sitehost` command's choice).
+pub async fn open_stores(config: &Config) -> Result<Stores> {
+    match &config.store {
+        StoreKind::Embedded { data_dir } => Stores::embedded(data_dir),
+        StoreKind::DynamoDb { table } => crate::variant::dynamodb_stores(config, table).await,
+    }
+}
 
 impl Stores {
     /// SQLite and files under one data directory.

@@ -222,7 +222,7 @@ pub async fn serve_with_limits(
         StoreKind::Embedded { data_dir } => match LocalFiles::open(data_dir) {
             Ok(files) => Some(files),
             Err(err) => {
-                tracing::error!(error = %crate::telemetry::error_chain(&err), "the files directory cannot be opened; files are not served");
+                tracing::error!(error = %crate::error::error_chain(&err), "the files directory cannot be opened; files are not served");
                 None
             }
         },

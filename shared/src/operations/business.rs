@@ -114,10 +114,7 @@ pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result
             .await?
             .is_some_and(|image| image.visible_to(caller.restrict_sub_id.as_deref()));
         if !visible {
-            return Err(ApiError::field(
-                "logo_image_id",
-                format!("There is no image {logo} in this account."),
-            ));
+            return Err(crate::store::rules::no_such_logo(logo));
         }
     }
     let business = services

@@ -172,24 +172,3 @@ pub struct Stores {
     /// uploads): only uploads write files.
     pub files: Option<files::SharedFiles>,
 }
-
-/// Opens the stores a configuration names. Builds clients only: no network I/O, so it is
-/// fit for a Lambda cold start.
-pub async fn open(config: &crate::config::Config) -> Result<Stores> {
-    match &config.store {
-        crate::config::StoreKind::Embedded { data_dir } => {
-            crate::variant::embedded_stores(data_dir)
-        }
-        crate::config::StoreKind::DynamoDb { table } => {
-            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            let records: SharedStore = Arc::new(
-                dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), table.clone())
-                    .with_id_block(config.id_block),
-            );
-            Ok(Stores {
-                records,
-                files: crate::variant::bucket_files(&aws, config.bucket.as_deref()),
-            })
-        }
-    }
-}

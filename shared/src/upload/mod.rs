@@ -317,10 +317,7 @@ async fn upload(
                 .await?
                 .filter(|b| b.visible_to(caller.restrict_sub_id.as_deref()));
             if visible.is_none() {
-                return Err(ApiError::field(
-                    "business_id",
-                    format!("There is no business {business_id} in this account."),
-                ));
+                return Err(crate::store::rules::no_such_business(business_id));
             }
             visible
         }

@@ -313,7 +313,7 @@ fn run(mut memory: Memory, queue: mpsc::Receiver<Job>) {
             if let Err(err) = memory.sweep(now) {
                 // The journal only stays longer; the memory itself is swept.
                 tracing::warn!(
-                    error = %crate::telemetry::error_chain(&err),
+                    error = %crate::error::error_chain(&err),
                     "compacting the nonce journal failed"
                 );
             }
@@ -326,7 +326,7 @@ fn run(mut memory: Memory, queue: mpsc::Receiver<Job>) {
             }
             Err(err) => {
                 // Each waiting request gets the whole cause chain as its own error.
-                let message = crate::telemetry::error_chain(&err);
+                let message = crate::error::error_chain(&err);
                 tracing::error!(error = %message, nonces = batch.len(), "recording nonces failed");
                 for job in batch {
                     let _ = job.recorded.send(Err(ApiError::internal(message.clone())));
