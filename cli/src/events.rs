@@ -2,9 +2,9 @@
 //! so `sam local invoke` and `scripts/invoke` get a request the function accepts (the
 //! files in `events/` are signed at a fixed time with a fixture key).
 
-use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 
+use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine;
 use serde_json::{json, Value};
 use sitehost::auth::{oauth1, signed_params, ORIGIN_VERIFY_HEADER};

@@ -7,7 +7,6 @@
 //! `POST .../invocation/{id}/response` and `.../{id}/error` answer it;
 //! `POST /2018-06-01/runtime/init/error` reports a failed cold start.
 
-use anyhow::{anyhow, Context, Result};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -15,6 +14,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;

@@ -254,6 +254,29 @@ pub fn authorization_header(
 mod tests {
     use super::*;
 
+    /// Through `form_urlencoded`: order and repeats kept, `+` a space, empty parts skipped;
+    /// invalid UTF-8 is refused, also when its bytes are split across two parameters (each
+    /// half alone would be decoded lossily into U+FFFD and signed as text nobody sent).
+    #[test]
+    fn queries_keep_order_and_refuse_invalid_utf8() {
+        let pairs = parse_query("b=2&&a=x+y&b=1&c&%C3%A9=%E2%82%AC").expect("valid");
+        let expected = [("b", "2"), ("a", "x y"), ("b", "1"), ("c", ""), ("é", "€")];
+        assert_eq!(
+            pairs,
+            expected
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
+        );
+        for hostile in ["a=%C3", "a=%C3&b=%A9", "a=%FF%FE", "%C3=1"] {
+            let err = parse_query(hostile).expect_err(hostile);
+            assert!(
+                matches!(err, ApiError::Unauthorized(_)),
+                "{hostile}: {err:?}"
+            );
+        }
+    }
+
     /// RFC 5849 section 3.4.1.1's example parameters (the base string part).
     #[test]
     fn base_string_matches_rfc_5849() {
