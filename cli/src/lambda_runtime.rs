@@ -16,8 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Mutex};
@@ -86,16 +85,27 @@ struct State {
     timeout: Duration,
 }
 
+/// Lambda's limit on what a function answers one invocation with (its "6 MB"): past it the
+/// Runtime API refuses the response with a 413 and the caller gets
+/// `Function.ResponseSizeTooLarge`. Held here too, so a function that would fail on Lambda
+/// fails here, and a runaway one cannot fill this process's memory.
+pub const RESPONSE_LIMIT_BYTES: usize = 6_291_556;
+
 fn reply(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(body.into()));
     *response.status_mut() = status;
     response
 }
 
-async fn serve_request(
+/// One Runtime API request (generic over the body so the tests can hand it one directly).
+async fn serve_request<B>(
     state: Arc<State>,
-    request: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+    request: Request<B>,
+) -> Result<Response<Full<Bytes>>, Infallible>
+where
+    B: hyper::body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let error_type = request
@@ -104,8 +114,14 @@ async fn serve_request(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    let body = match request.into_body().collect().await {
+    let body = match Limited::new(request.into_body(), RESPONSE_LIMIT_BYTES)
+        .collect()
+        .await
+    {
         Ok(body) => body.to_bytes(),
+        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => {
+            return Ok(too_large(&state, &path).await)
+        }
         Err(_) => return Ok(reply(StatusCode::BAD_REQUEST, "unreadable body")),
     };
     let parse = |bytes: &Bytes| {
@@ -185,6 +201,35 @@ async fn serve_request(
         }
         _ => reply(StatusCode::NOT_FOUND, "no such Runtime API path"),
     })
+}
+
+/// A response or error over [`RESPONSE_LIMIT_BYTES`]: the invocation fails as it does on
+/// Lambda, and the function is told 413.
+async fn too_large(state: &State, path: &str) -> Response<Full<Bytes>> {
+    let id = path
+        .strip_prefix("/2018-06-01/runtime/invocation/")
+        .and_then(|rest| rest.rsplit_once('/'))
+        .map(|(id, _)| id);
+    if let Some(waiter) = match id {
+        Some(id) => state.pending.lock().await.remove(id),
+        None => None,
+    } {
+        let _ = waiter.send(Outcome::Error(json!({
+            "errorType": "Function.ResponseSizeTooLarge",
+            "errorMessage": format!(
+                "Response payload size exceeded maximum allowed payload size \
+                 ({RESPONSE_LIMIT_BYTES} bytes)."
+            ),
+        })));
+    }
+    reply(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        json!({
+            "errorMessage": format!("the payload is over {RESPONSE_LIMIT_BYTES} bytes"),
+            "errorType": "RequestEntityTooLarge",
+        })
+        .to_string(),
+    )
 }
 
 /// Starts the Runtime API on a loopback port, then the function, feeds it the events and
@@ -490,5 +535,69 @@ pub async fn command(command: LambdaCommand) -> Result<()> {
         Init::Ready(_) => Ok(()),
         Init::Failed { error_type, .. } => Err(anyhow!("init error ({error_type})")),
         Init::Silent(why) => Err(anyhow!(why)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Runtime API's state with one invocation (`inv-1`) waiting for its answer.
+    async fn waiting_for(id: &str) -> (Arc<State>, oneshot::Receiver<Outcome>) {
+        let (_events, event_rx) = mpsc::channel(1);
+        let (signals, _) = mpsc::unbounded_channel();
+        let state = Arc::new(State {
+            events: Mutex::new(event_rx),
+            pending: Mutex::new(HashMap::new()),
+            signals,
+            function_arn: "arn:aws:lambda:us-east-1:123456789012:function:test".into(),
+            timeout: Duration::from_secs(1),
+        });
+        let (tx, rx) = oneshot::channel();
+        state.pending.lock().await.insert(id.to_string(), tx);
+        (state, rx)
+    }
+
+    fn post(path: &str, body: Vec<u8>) -> Request<Full<Bytes>> {
+        Request::post(path)
+            .body(Full::new(Bytes::from(body)))
+            .expect("request")
+    }
+
+    #[tokio::test]
+    async fn a_response_at_lambdas_limit_is_taken_and_one_byte_more_fails_the_invocation() {
+        let path = "/2018-06-01/runtime/invocation/inv-1/response";
+        let (state, answered) = waiting_for("inv-1").await;
+        let at_limit = vec![b'a'; RESPONSE_LIMIT_BYTES];
+        let reply = serve_request(state, post(path, at_limit))
+            .await
+            .expect("reply");
+        assert_eq!(reply.status(), StatusCode::ACCEPTED);
+        match answered.await.expect("an outcome") {
+            Outcome::Response(Value::String(text)) => assert_eq!(text.len(), RESPONSE_LIMIT_BYTES),
+            other => panic!("{other:?}"),
+        }
+
+        let (state, answered) = waiting_for("inv-1").await;
+        let over = vec![b'a'; RESPONSE_LIMIT_BYTES + 1];
+        let reply = serve_request(Arc::clone(&state), post(path, over))
+            .await
+            .expect("reply");
+        assert_eq!(reply.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let body = reply.into_body().collect().await.expect("body").to_bytes();
+        let body: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["errorType"], "RequestEntityTooLarge");
+        match answered.await.expect("an outcome") {
+            Outcome::Error(error) => {
+                assert_eq!(error["errorType"], "Function.ResponseSizeTooLarge");
+                assert_eq!(
+                    error["errorMessage"],
+                    "Response payload size exceeded maximum allowed payload size (6291556 bytes)."
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // The invocation is over: nothing waits for it any more.
+        assert!(state.pending.lock().await.is_empty());
     }
 }
