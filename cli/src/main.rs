@@ -429,7 +429,12 @@ async fn run(cli: Cli) -> Result<()> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    sitehost::api::logging::init_cli();
+    let log_settings = sitehost::config::LogSettings::from_env();
+    sitehost::api::logging::init_cli(&log_settings.as_ref().cloned().unwrap_or_default());
+    if let Err(error) = log_settings {
+        eprintln!("sitehost: {error}");
+        return ExitCode::FAILURE;
+    }
     match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

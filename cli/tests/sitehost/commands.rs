@@ -288,3 +288,26 @@ fn serve_refuses_a_malformed_limit_at_start() {
         "{said}"
     );
 }
+
+/// A malformed log setting stops the command before it does anything, naming the variable.
+#[test]
+fn a_malformed_log_setting_stops_the_command() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, value) in [
+        ("SITEHOST_LOG_FORMAT", "jsno"),
+        ("RUST_LOG", "sitehost=loud"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["keys", "list", "--data-dir"])
+            .arg(dir.path())
+            .env_remove("SITEHOST_STORE")
+            .env(name, value)
+            .output()
+            .expect("sitehost runs");
+        assert!(!out.status.success(), "{name}={value}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains(&format!("{name} must be")), "{said}");
+        // Nothing was done: no store was opened.
+        assert!(!dir.path().join("sitehost.db").exists());
+    }
+}

@@ -66,7 +66,7 @@ async fn handle(dir: &Path, operation: Operation, event: &str, public_hosts: &[&
     let request = lambda_http::request::from_str(event).expect("an API Gateway event");
     app.handle_operation(operation, lambda::from_lambda(request))
         .await
-        .status
+        .status()
         .as_u16()
 }
 
@@ -513,6 +513,8 @@ fn a_failed_cold_start_is_the_runtimes_init_error() {
             "image-upload",
             ("SITEHOST_FETCH_ALLOW_HOSTS", "example.com"),
         ),
+        // A log filter with a level that does not exist (read before the rest).
+        ("business-list", ("RUST_LOG", "info,sitehost=loud")),
     ] {
         let (ok, report) = invoke(
             &bins.join(function),

@@ -3,8 +3,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
+use http::header::{ALLOW, LOCATION};
+use http::{Request, Response};
+
 use crate::api::request_log::{self, RequestLog};
-use crate::api::{allowed_methods, route, ApiRequest, ApiResponse, Operation, Route};
+use crate::api::{
+    allowed_methods, error_response, header, json_response, query_params, route, set_header,
+    Operation, PlatformIds, Route,
+};
 use crate::auth::{self, Authenticated};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -37,7 +44,7 @@ impl App {
     }
 
     /// Serves any API request (`sitehost serve`).
-    pub async fn handle(&self, req: ApiRequest) -> ApiResponse {
+    pub async fn handle(&self, req: Request<Bytes>) -> Response<Bytes> {
         self.respond(req, None).await
     }
 
@@ -45,11 +52,15 @@ impl App {
     /// route is 404. An unknown path (404) or method (405 with `Allow`) is answered as
     /// `handle` answers it, before authentication: the function behind API Gateway's
     /// `$default` route relies on that.
-    pub async fn handle_operation(&self, operation: Operation, req: ApiRequest) -> ApiResponse {
+    pub async fn handle_operation(
+        &self,
+        operation: Operation,
+        req: Request<Bytes>,
+    ) -> Response<Bytes> {
         self.respond(req, Some(operation)).await
     }
 
-    async fn respond(&self, req: ApiRequest, only: Option<Operation>) -> ApiResponse {
+    async fn respond(&self, req: Request<Bytes>, only: Option<Operation>) -> Response<Bytes> {
         let started = Instant::now();
         // Set once the signature checks out, so the log line says who made the request.
         let mut authenticated = None;
@@ -57,37 +68,36 @@ impl App {
             request_log::collecting_upload_stats(self.dispatch(&req, only, &mut authenticated))
                 .await;
         let mut error = None;
+        let path = req.uri().path();
         let response = match result {
             Ok(response) => response,
             Err(err) => {
-                let response = ApiResponse::error(&err);
-                if response.status.is_server_error() {
+                let mut response = error_response(&err);
+                if response.status().is_server_error() {
                     error = Some(crate::error::error_chain(&err));
                 }
-                match err {
-                    ApiError::MethodNotAllowed(_) => {
-                        response.with_header("allow", allowed_methods(&req.path))
-                    }
-                    _ => response,
+                if let ApiError::MethodNotAllowed(_) = err {
+                    set_header(&mut response, ALLOW, &allowed_methods(path));
                 }
+                response
             }
         };
         // The key is the public half (never the secret, never the signature): with the
         // account and user it attributes every change to whoever made it.
         let who = authenticated.as_ref();
-        let request_id = req
-            .request_id
-            .clone()
+        let ids = req.extensions().get::<PlatformIds>();
+        let request_id = ids
+            .and_then(|ids| ids.request_id.clone())
             .unwrap_or_else(request_log::new_request_id);
         RequestLog {
             request_id: &request_id,
-            invocation_id: req.invocation_id.as_deref(),
-            operation: route(&req.method, &req.path).ok().map(|r| r.operation),
-            method: req.method.as_str(),
-            path: &req.path,
-            status: response.status.as_u16(),
+            invocation_id: ids.and_then(|ids| ids.invocation_id.as_deref()),
+            operation: route(req.method(), path).ok().map(|r| r.operation),
+            method: req.method().as_str(),
+            path,
+            status: response.status().as_u16(),
             latency: started.elapsed(),
-            body_bytes: req.body.len(),
+            body_bytes: req.body().len(),
             key: who.map(|a| a.key.as_str()),
             account_id: who.map(|a| a.caller.account_id),
             user_id: who.map(|a| a.caller.user_id),
@@ -100,36 +110,37 @@ impl App {
 
     async fn dispatch(
         &self,
-        req: &ApiRequest,
+        req: &Request<Bytes>,
         only: Option<Operation>,
         authenticated: &mut Option<Authenticated>,
-    ) -> Result<ApiResponse> {
-        let route = route(&req.method, &req.path)?;
+    ) -> Result<Response<Bytes>> {
+        let path = req.uri().path();
+        let route = route(req.method(), path)?;
         if only.is_some_and(|op| op != route.operation) {
-            return Err(ApiError::NotFound(format!("no resource at {}", req.path)));
+            return Err(ApiError::NotFound(format!("no resource at {path}")));
         }
-        if req.body.len() > self.services.config.max_body_bytes {
+        if req.body().len() > self.services.config.max_body_bytes {
             return Err(ApiError::TooLarge(format!(
                 "the request body is over {} bytes",
                 self.services.config.max_body_bytes
             )));
         }
-        let params = req.query_params()?;
+        let params = query_params(req)?;
         let now = self.services.clock.now();
         let base_uris = auth::candidate_base_uris(
-            &req.path,
-            |name| req.header(name).map(str::to_string),
+            path,
+            |name| header(req, name).map(str::to_string),
             &self.services.config.default_scheme,
             &self.services.config.public_hosts,
             self.services.config.origin_verify.as_ref(),
         );
-        let signed_params = auth::signed_params(&params, req.header("content-type"), &req.body)?;
+        let signed_params = auth::signed_params(&params, header(req, "content-type"), req.body())?;
         let auth = auth::authenticate(
             self.services.store.as_ref(),
             now,
-            req.method.as_str(),
+            req.method().as_str(),
             &base_uris,
-            req.header("authorization"),
+            header(req, "authorization"),
             &signed_params,
         )
         .await?;
@@ -230,9 +241,9 @@ impl App {
         &self,
         route: Route,
         auth: &Authenticated,
-        req: &ApiRequest,
+        req: &Request<Bytes>,
         params: &[(String, String)],
-    ) -> Result<ApiResponse> {
+    ) -> Result<Response<Bytes>> {
         let caller = &auth.caller;
         let services = &self.services;
         let id = || {
@@ -243,12 +254,14 @@ impl App {
         let reply = match route.operation {
             Operation::BusinessList => business::list(services, caller, params).await,
             Operation::BusinessGet => business::get(services, caller, id()?).await,
-            Operation::BusinessCreate => business::create(services, caller, &req.body).await,
-            Operation::BusinessUpdate => business::update(services, caller, id()?, &req.body).await,
+            Operation::BusinessCreate => business::create(services, caller, req.body()).await,
+            Operation::BusinessUpdate => {
+                business::update(services, caller, id()?, req.body()).await
+            }
             Operation::ImageList => image::list(services, caller, params).await,
             Operation::ImageGet => image::get(services, caller, id()?).await,
             Operation::ImageUpload => match &services.uploads {
-                Some(uploads) => uploads.upload(services, caller, &req.body).await,
+                Some(uploads) => uploads.upload(services, caller, req.body()).await,
                 None => Err(ApiError::internal(
                     "no image uploads here: a build without the `images` feature, or no file \
                      store (SITEHOST_BUCKET)",
@@ -259,10 +272,10 @@ impl App {
     }
 }
 
-fn to_response(reply: Reply) -> ApiResponse {
-    let response = ApiResponse::json(reply.status, &reply.body);
-    match reply.location {
-        Some(location) => response.with_header("location", location),
-        None => response,
+fn to_response(reply: Reply) -> Response<Bytes> {
+    let mut response = json_response(reply.status, &reply.body);
+    if let Some(location) = reply.location {
+        set_header(&mut response, LOCATION, &location);
     }
+    response
 }

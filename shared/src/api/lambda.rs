@@ -7,50 +7,38 @@ use bytes::Bytes;
 use lambda_http::request::RequestContext;
 use lambda_http::{service_fn, Body, Request, RequestExt, Response};
 
-use crate::api::{ApiRequest, ApiResponse, App, Operation};
+use crate::api::{App, Operation, PlatformIds};
 
-pub fn from_lambda(req: Request) -> ApiRequest {
-    // For the request log: API Gateway's id (its access log and the `apigw-requestid`
-    // response header carry it) and the invocation's (the platform's REPORT line).
-    let request_id = match req.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(context)) => context.request_id.clone(),
-        _ => None,
+/// An API Gateway event as the app's request: the same method, URI and headers, the body
+/// as bytes, and the platform's ids for the request log.
+pub fn from_lambda(req: Request) -> http::Request<Bytes> {
+    // API Gateway's id (its access log and the `apigw-requestid` response header carry it)
+    // and the invocation's (the platform's REPORT line).
+    let ids = PlatformIds {
+        request_id: match req.request_context_ref() {
+            Some(RequestContext::ApiGatewayV2(context)) => context.request_id.clone(),
+            _ => None,
+        },
+        invocation_id: req.lambda_context_ref().map(|c| c.request_id.clone()),
     };
-    let invocation_id = req.lambda_context_ref().map(|c| c.request_id.clone());
-    let (parts, body) = req.into_parts();
-    let body = match body {
+    let mut req = req.map(|body| match body {
         Body::Empty => Bytes::new(),
         Body::Text(text) => Bytes::from(text),
         Body::Binary(bytes) => Bytes::from(bytes),
         // Any future variant carries no body we understand.
         #[allow(unreachable_patterns)]
         _ => Bytes::new(),
-    };
-    ApiRequest {
-        method: parts.method,
-        path: parts.uri.path().to_string(),
-        query: parts.uri.query().unwrap_or_default().to_string(),
-        headers: parts.headers,
-        body,
-        request_id,
-        invocation_id,
-    }
+    });
+    req.extensions_mut().insert(ids);
+    req
 }
 
-pub fn to_lambda(response: ApiResponse) -> Response<Body> {
-    let mut builder = Response::builder().status(response.status);
-    for (name, value) in &response.headers {
-        builder = builder.header(*name, value);
-    }
-    let body = match String::from_utf8(response.body.to_vec()) {
+/// The app's response as API Gateway's: text when the body is UTF-8 (every JSON answer),
+/// base64-encoded binary otherwise.
+pub fn to_lambda(response: http::Response<Bytes>) -> Response<Body> {
+    response.map(|body| match String::from_utf8(body.into()) {
         Ok(text) => Body::Text(text),
         Err(err) => Body::Binary(err.into_bytes()),
-    };
-    builder.body(body).unwrap_or_else(|_| {
-        let mut fallback =
-            Response::new(Body::Text("{\"error\": \"internal server error\"}".into()));
-        *fallback.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
-        fallback
     })
 }
 
@@ -71,8 +59,15 @@ pub async fn run(app: Arc<App>, operation: Operation) -> Result<(), lambda_http:
 /// API's `/runtime/init/error` (lambda_runtime reports only SnapStart failures there), so
 /// Lambda shows the reason as the init error instead of a bare "Runtime exited".
 pub async fn start(operation: Operation) -> Result<(), lambda_http::Error> {
-    crate::api::logging::init_lambda();
-    let app = match cold_start().await {
+    // Logging first, with the defaults if its own settings are bad, so that any failure
+    // below (theirs included) is logged as well as reported.
+    let log_settings = crate::config::LogSettings::from_env();
+    crate::api::logging::init_lambda(&log_settings.as_ref().cloned().unwrap_or_default());
+    let started = match log_settings {
+        Ok(_) => cold_start().await,
+        Err(err) => Err(("Sitehost.ConfigInvalid", err.into())),
+    };
+    let app = match started {
         Ok(app) => app,
         Err((error_type, err)) => {
             let message = crate::error::error_chain(err.as_ref());

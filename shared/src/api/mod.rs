@@ -1,8 +1,10 @@
-//! HTTP glue independent of Lambda or hyper: the request and response types, the router
-//! that maps paths to operations, and the paging envelope. `lambda` and `server` adapt it.
+//! HTTP glue independent of Lambda or hyper: requests and responses are the `http` crate's
+//! `Request<Bytes>` and `Response<Bytes>` (the whole body, read by the adapter), with the
+//! router that maps paths to operations. `lambda` and `local::server` adapt them.
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode};
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 
 use crate::auth::oauth1;
@@ -15,72 +17,69 @@ pub mod request_log;
 
 pub use app::App;
 
-/// A request as every handler sees it.
-#[derive(Debug, Clone)]
-pub struct ApiRequest {
-    pub method: Method,
-    /// The raw path as the client sent it (percent-encoded).
-    pub path: String,
-    /// The raw query string, without `?`.
-    pub query: String,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-    /// On Lambda, API Gateway's request id; `None` elsewhere (the request log makes one).
+/// The platform's ids of a request, when it runs on Lambda: API Gateway's request id and
+/// the invocation's. The Lambda adapter puts them in the request's extensions; elsewhere
+/// there are none and the request log makes an id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlatformIds {
     pub request_id: Option<String>,
-    /// On Lambda, the invocation id.
     pub invocation_id: Option<String>,
 }
 
-impl ApiRequest {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    /// Decoded query parameters in order.
-    pub fn query_params(&self) -> Result<Vec<(String, String)>> {
-        oauth1::parse_query(&self.query).map_err(|_| {
-            ApiError::invalid("The query string is not valid UTF-8 once percent-decoded.")
-        })
-    }
+/// A header's value, if present and visible ASCII.
+pub fn header<'a>(req: &'a Request<Bytes>, name: &str) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
-#[derive(Debug, Clone)]
-pub struct ApiResponse {
-    pub status: StatusCode,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Bytes,
+/// The request's query parameters, decoded, in order.
+pub fn query_params(req: &Request<Bytes>) -> Result<Vec<(String, String)>> {
+    oauth1::parse_query(req.uri().query().unwrap_or_default())
+        .map_err(|_| ApiError::invalid("The query string is not valid UTF-8 once percent-decoded."))
 }
 
-impl ApiResponse {
-    pub fn json(status: StatusCode, value: &Value) -> Self {
-        ApiResponse {
-            status,
-            headers: vec![("content-type", "application/json".to_string())],
-            body: Bytes::from(value.to_string()),
-        }
-    }
+/// A JSON answer.
+pub fn json_response(status: StatusCode, value: &Value) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(value.to_string()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
 
-    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
-        self.headers.push((name, value.into()));
-        self
-    }
-
-    pub fn error(err: &ApiError) -> Self {
-        let status =
-            StatusCode::from_u16(err.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let response = Self::json(status, &err.body());
-        match err {
-            ApiError::Unauthorized(_) => {
-                response.with_header("www-authenticate", "OAuth realm=\"sitehost\"")
-            }
-            ApiError::TooManyRequests {
-                retry_after_secs, ..
-            }
-            | ApiError::Unavailable {
-                retry_after_secs, ..
-            } => response.with_header("retry-after", retry_after_secs.to_string()),
-            _ => response,
+/// An error's answer: its status and JSON body, with the headers its kind calls for.
+pub fn error_response(err: &ApiError) -> Response<Bytes> {
+    let status = StatusCode::from_u16(err.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = json_response(status, &err.body());
+    let headers = response.headers_mut();
+    match err {
+        ApiError::Unauthorized(_) => {
+            headers.insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("OAuth realm=\"sitehost\""),
+            );
         }
+        ApiError::TooManyRequests {
+            retry_after_secs, ..
+        }
+        | ApiError::Unavailable {
+            retry_after_secs, ..
+        } => {
+            headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+        }
+        _ => {}
+    }
+    response
+}
+
+/// Adds a header made at run time (a `Location`, an `Allow`). Every such value is built
+/// from ids and fixed names, so an invalid one is a bug: logged, and the header left out.
+pub fn set_header(response: &mut Response<Bytes>, name: HeaderName, value: &str) {
+    match HeaderValue::from_str(value) {
+        Ok(value) => {
+            response.headers_mut().insert(name, value);
+        }
+        Err(_) => tracing::error!(header = %name, "a response header value is not valid"),
     }
 }
 

@@ -31,9 +31,8 @@ pub use crate::operations::upload_stats::{collecting_upload_stats, UploadStats};
 pub const TARGET: &str = "sitehost::request";
 /// The request line's message.
 pub const MESSAGE: &str = "request";
-/// The CloudWatch namespace of the metrics; the template sets `sitehost/<stack name>`.
-pub const NAMESPACE_VAR: &str = "SITEHOST_METRICS_NAMESPACE";
-pub const DEFAULT_NAMESPACE: &str = "sitehost";
+/// The CloudWatch namespace of the metrics: [`crate::config::LogSettings`] reads it.
+pub use crate::config::{DEFAULT_METRICS_NAMESPACE, METRICS_NAMESPACE_VAR};
 /// The one dimension of every metric; its values are [`operation_name`]s.
 pub const DIMENSION: &str = "operation";
 
@@ -542,10 +541,12 @@ mod tests {
         let mut context = lambda_http::Context::default();
         context.request_id = "8476a536-e9f4-11e8-9739-2dfe598c3fcd".into();
         let request = crate::api::lambda::from_lambda(request.with_lambda_context(context));
-        assert_eq!(request.request_id.as_deref(), Some("req-fixednonce0002"));
         assert_eq!(
-            request.invocation_id.as_deref(),
-            Some("8476a536-e9f4-11e8-9739-2dfe598c3fcd")
+            request.extensions().get::<crate::api::PlatformIds>(),
+            Some(&crate::api::PlatformIds {
+                request_id: Some("req-fixednonce0002".into()),
+                invocation_id: Some("8476a536-e9f4-11e8-9739-2dfe598c3fcd".into()),
+            })
         );
     }
 
@@ -556,7 +557,7 @@ mod tests {
     async fn an_upload_through_the_app_logs_its_bytes_and_stages() {
         use base64::Engine;
 
-        use crate::api::{ApiRequest, App};
+        use crate::api::{App, PlatformIds};
         use crate::auth::{oauth1, NewKey};
         use crate::clock::{Clock, SystemClock};
         use crate::config::Config;
@@ -591,30 +592,21 @@ mod tests {
             SystemClock.now(),
             "nonce-upload-log",
         );
-        let mut headers = http::HeaderMap::new();
-        headers.insert("host", http::HeaderValue::from_static("sitehost.test"));
-        headers.insert(
-            "authorization",
-            authorization.parse().expect("header value"),
-        );
-        headers.insert(
-            "content-type",
-            http::HeaderValue::from_static("application/json"),
-        );
-        let request = ApiRequest {
-            method: http::Method::POST,
-            path: "/api/v2/images/".into(),
-            query: String::new(),
-            headers,
-            body: body.clone().into(),
-            request_id: Some("req-upload-1".into()),
-            invocation_id: None,
-        };
+        let request = http::Request::post("/api/v2/images/")
+            .header("host", "sitehost.test")
+            .header("authorization", authorization)
+            .header("content-type", "application/json")
+            .extension(PlatformIds {
+                request_id: Some("req-upload-1".into()),
+                invocation_id: None,
+            })
+            .body(bytes::Bytes::from(body.clone()))
+            .expect("request");
 
         let captured = Captured::default();
         let _default = tracing::subscriber::set_default(lambda_subscriber(&captured));
         let response = app.handle(request).await;
-        assert_eq!(response.status, 201, "{:?}", response.body);
+        assert_eq!(response.status(), 201, "{:?}", response.body());
 
         let lines = captured.lines();
         let line = lines

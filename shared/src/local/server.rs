@@ -7,6 +7,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http::header::{HeaderValue, CACHE_CONTROL, CONNECTION, CONTENT_TYPE};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -16,7 +17,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::api::{route, ApiRequest, ApiResponse, App, Operation};
+use crate::api::{error_response, route, App, Operation};
 use crate::config::StoreKind;
 use crate::error::{ApiError, Result};
 use crate::local::files::LocalFiles;
@@ -42,7 +43,7 @@ async fn serve_file(
     files: Option<&LocalFiles>,
     method: &http::Method,
     path: &str,
-) -> Option<ApiResponse> {
+) -> Option<Response<Bytes>> {
     let files = files?;
     if path.starts_with("/api/") || !(method == http::Method::GET || method == http::Method::HEAD) {
         return None;
@@ -51,22 +52,22 @@ async fn serve_file(
         .decode_utf8()
         .ok()?;
     Some(match files.read(&decoded).await {
-        Some((bytes, content_type)) => ApiResponse {
-            status: StatusCode::OK,
-            headers: vec![
-                ("content-type", content_type.to_string()),
-                (
-                    "cache-control",
-                    crate::store::files::CACHE_CONTROL.to_string(),
-                ),
-            ],
-            body: if method == http::Method::HEAD {
+        Some((bytes, content_type)) => {
+            let body = if method == http::Method::HEAD {
                 Bytes::new()
             } else {
                 bytes
-            },
-        },
-        None => ApiResponse::error(&ApiError::NotFound(format!("no file at {path}"))),
+            };
+            let mut response = Response::new(body);
+            let headers = response.headers_mut();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+            headers.insert(
+                CACHE_CONTROL,
+                HeaderValue::from_static(crate::store::files::CACHE_CONTROL),
+            );
+            response
+        }
+        None => error_response(&ApiError::NotFound(format!("no file at {path}"))),
     })
 }
 
@@ -107,7 +108,7 @@ async fn upload_slot(shared: &Shared) -> Result<(OwnedSemaphorePermit, OwnedSema
     }
 }
 
-async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
+async fn serve_one(shared: &Shared, req: Request<Incoming>) -> Response<Bytes> {
     let app = &shared.app;
     // The API reference (`/api/v2/openapi.json`, `/docs/`): public, so before any signing.
     if let Some(response) = crate::local::docs::serve(req.method(), req.uri().path()) {
@@ -129,13 +130,13 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
                 .downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
         {
-            return ApiResponse::error(&ApiError::TooLarge(format!(
+            return error_response(&ApiError::TooLarge(format!(
                 "the request body is over {} bytes",
                 app.services.config.max_body_bytes
             )));
         }
         Ok(Err(_)) => {
-            return ApiResponse::error(&ApiError::invalid("The request body could not be read."))
+            return error_response(&ApiError::invalid("The request body could not be read."))
         }
         Err(_) => {
             tracing::warn!(
@@ -143,7 +144,7 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
                 path = %parts.uri.path(),
                 "request body not received in time"
             );
-            return ApiResponse::error(&ApiError::RequestTimeout(format!(
+            return error_response(&ApiError::RequestTimeout(format!(
                 "The request body was not received within {} s.",
                 shared.limits.body_timeout.as_secs_f64()
             )));
@@ -156,40 +157,23 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> ApiResponse {
     {
         match upload_slot(shared).await {
             Ok(permit) => Some(permit),
-            Err(err) => return ApiResponse::error(&err),
+            Err(err) => return error_response(&err),
         }
     } else {
         None
     };
-    let req = ApiRequest {
-        method: parts.method,
-        path: parts.uri.path().to_string(),
-        query: parts.uri.query().unwrap_or_default().to_string(),
-        headers: parts.headers,
-        body,
-        request_id: None,
-        invocation_id: None,
-    };
-    app.handle(req).await
+    app.handle(Request::from_parts(parts, body)).await
 }
 
-fn to_hyper(response: ApiResponse) -> Response<Full<Bytes>> {
-    let mut out = Response::new(Full::new(response.body));
-    *out.status_mut() = response.status;
-    for (name, value) in response.headers {
-        if let Ok(value) = http::HeaderValue::from_str(&value) {
-            out.headers_mut().append(name, value);
-        }
-    }
+fn to_hyper(response: Response<Bytes>) -> Response<Full<Bytes>> {
+    let mut out = response.map(Full::new);
     if matches!(
         out.status(),
         StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
     ) {
         // The unread rest of the body makes the connection unusable.
-        out.headers_mut().insert(
-            http::header::CONNECTION,
-            http::HeaderValue::from_static("close"),
-        );
+        out.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
     }
     out
 }

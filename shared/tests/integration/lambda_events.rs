@@ -240,7 +240,7 @@ async fn every_event_runs_through_its_functions_handler() {
         assert_eq!(
             app.handle_operation(other, lambda::from_lambda(request))
                 .await
-                .status
+                .status()
                 .as_u16(),
             404
         );
@@ -250,7 +250,7 @@ async fn every_event_runs_through_its_functions_handler() {
         assert_eq!(
             late.handle_operation(case.operation, lambda::from_lambda(request))
                 .await
-                .status
+                .status()
                 .as_u16(),
             401
         );
@@ -387,8 +387,8 @@ async fn a_maximum_size_upload_event_fits_the_lambda_payload_limit() {
     let response = app
         .handle_operation(Operation::ImageUpload, lambda::from_lambda(request))
         .await;
-    let body: Value = serde_json::from_slice(&response.body).expect("json body");
-    assert_eq!(response.status.as_u16(), 400, "{body}");
+    let body: Value = serde_json::from_slice(response.body()).expect("json body");
+    assert_eq!(response.status().as_u16(), 400, "{body}");
     assert!(body["upload"].is_array(), "refused as no image: {body}");
 
     let (app, _dir) = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
@@ -397,7 +397,7 @@ async fn a_maximum_size_upload_event_fits_the_lambda_payload_limit() {
     let response = app
         .handle_operation(Operation::ImageUpload, lambda::from_lambda(request))
         .await;
-    assert_eq!(response.status.as_u16(), 413);
+    assert_eq!(response.status().as_u16(), 413);
 }
 
 /// Requests no route matches reach the `$default` route's function (business-get in the

@@ -1512,7 +1512,9 @@ fn dashboard_metrics(template: &Value) -> (Vec<DashboardMetric>, Vec<String>) {
 /// functions are given, and every function's, the table's and CloudFront's figures.
 #[test]
 fn the_dashboard_shows_the_metrics_the_code_emits() {
-    use sitehost::api::request_log::{self, operation_name, DIMENSION, METRICS, NAMESPACE_VAR};
+    use sitehost::api::request_log::{
+        self, operation_name, DIMENSION, METRICS, METRICS_NAMESPACE_VAR as NAMESPACE_VAR,
+    };
     let template = template();
     let namespace = tagged(&globals_value(&template, NAMESPACE_VAR), "Sub")
         .and_then(Value::as_str)
