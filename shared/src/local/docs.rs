@@ -4,7 +4,6 @@
 //! page works offline. Local server only: the Lambda functions do not link this.
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use http::{Method, Response};
 
 /// The API reference, `docs/openapi.json`: the one source the tests check responses against.
@@ -41,17 +40,9 @@ Redoc.init("/api/v2/openapi.json", {
 </html>
 "#;
 
+/// Always revalidated: the page and document change with the build.
 fn asset(method: &Method, content_type: &'static str, body: Bytes) -> Response<Bytes> {
-    let body = if method == Method::HEAD {
-        Bytes::new()
-    } else {
-        body
-    };
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    super::file_response(method, content_type, "no-cache", body)
 }
 
 /// The reference's answer to a `GET`/`HEAD` of one of its paths; `None` for anything else.

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CACHE_CONTROL, CONNECTION, CONTENT_TYPE};
+use http::header::{HeaderValue, CONNECTION};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -52,21 +52,12 @@ async fn serve_file(
         .decode_utf8()
         .ok()?;
     Some(match files.read(&decoded).await {
-        Some((bytes, content_type)) => {
-            let body = if method == http::Method::HEAD {
-                Bytes::new()
-            } else {
-                bytes
-            };
-            let mut response = Response::new(body);
-            let headers = response.headers_mut();
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-            headers.insert(
-                CACHE_CONTROL,
-                HeaderValue::from_static(crate::store::files::CACHE_CONTROL),
-            );
-            response
-        }
+        Some((bytes, content_type)) => super::file_response(
+            method,
+            content_type,
+            crate::store::files::CACHE_CONTROL,
+            bytes,
+        ),
         None => error_response(&ApiError::NotFound(format!("no file at {path}"))),
     })
 }
