@@ -871,12 +871,21 @@ async fn held_url_server() -> (
     (addr.to_string(), arrivals, release)
 }
 
-#[tokio::test]
-async fn uploads_past_the_concurrency_bound_get_503_with_retry_after() {
-    let (url_host, mut arrivals, release) = held_url_server().await;
+/// A server with one upload slot, waiting `upload_wait` for it, whose partner may fetch from
+/// a `held_url_server`; the server, a client of it, the URL server's host and its handles.
+async fn one_upload_slot(
+    upload_wait: Duration,
+) -> (
+    Server,
+    PartnerClient,
+    String,
+    tokio::sync::mpsc::Receiver<()>,
+    Arc<tokio::sync::Notify>,
+) {
+    let (url_host, arrivals, release) = held_url_server().await;
     let limits = ServerLimits {
         max_uploads: 1,
-        upload_wait: Duration::from_millis(300),
+        upload_wait,
         ..ServerLimits::default()
     };
     let allowed = url_host.clone();
@@ -886,6 +895,13 @@ async fn uploads_past_the_concurrency_bound_get_503_with_retry_after() {
     .await;
     let key = server.key("agency").await;
     let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    (server, client, url_host, arrivals, release)
+}
+
+#[tokio::test]
+async fn uploads_past_the_concurrency_bound_get_503_with_retry_after() {
+    let (_server, client, url_host, mut arrivals, release) =
+        one_upload_slot(Duration::from_millis(300)).await;
     let holder = {
         let client = client.clone();
         let body = json!({"external_url": format!("http://{url_host}/held.png"), "site_id": 1});
@@ -941,19 +957,8 @@ async fn uploads_past_the_concurrency_bound_get_503_with_retry_after() {
 /// and the next is refused at once, not after the wait.
 #[tokio::test]
 async fn a_full_upload_queue_refuses_at_once() {
-    let (url_host, mut arrivals, release) = held_url_server().await;
-    let limits = ServerLimits {
-        max_uploads: 1,
-        upload_wait: Duration::from_secs(30),
-        ..ServerLimits::default()
-    };
-    let allowed = url_host.clone();
-    let server = Server::start_with(limits, move |config| {
-        config.fetch.allow_hosts = vec![allowed];
-    })
-    .await;
-    let key = server.key("agency").await;
-    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    let (_server, client, url_host, mut arrivals, release) =
+        one_upload_slot(Duration::from_secs(30)).await;
     let body = json!({"external_url": format!("http://{url_host}/held.png"), "site_id": 1});
     let mut queued = Vec::new();
     for _ in 0..5 {
