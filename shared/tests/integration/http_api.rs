@@ -871,17 +871,19 @@ async fn held_url_server() -> (
     (addr.to_string(), arrivals, release)
 }
 
-/// A server with one upload slot, waiting `upload_wait` for it, whose partner may fetch from
-/// a `held_url_server`; the server, a client of it, the URL server's host and its handles.
-async fn one_upload_slot(
-    upload_wait: Duration,
-) -> (
-    Server,
-    PartnerClient,
-    String,
-    tokio::sync::mpsc::Receiver<()>,
-    Arc<tokio::sync::Notify>,
-) {
+/// A server with one upload slot, and a `held_url_server` its partner may fetch from.
+struct OneUploadSlot {
+    /// Kept so the server runs for as long as the test holds this.
+    _server: Server,
+    client: PartnerClient,
+    /// An upload body whose fetch reaches the URL server and waits there until released.
+    held_upload: Value,
+    arrivals: tokio::sync::mpsc::Receiver<()>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+/// An upload waits up to `upload_wait` for the one slot.
+async fn one_upload_slot(upload_wait: Duration) -> OneUploadSlot {
     let (url_host, arrivals, release) = held_url_server().await;
     let limits = ServerLimits {
         max_uploads: 1,
@@ -894,17 +896,26 @@ async fn one_upload_slot(
     })
     .await;
     let key = server.key("agency").await;
-    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
-    (server, client, url_host, arrivals, release)
+    OneUploadSlot {
+        client: PartnerClient::new(&server.base, &key.key, &key.secret),
+        _server: server,
+        held_upload: json!({"external_url": format!("http://{url_host}/held.png"), "site_id": 1}),
+        arrivals,
+        release,
+    }
 }
 
 #[tokio::test]
 async fn uploads_past_the_concurrency_bound_get_503_with_retry_after() {
-    let (_server, client, url_host, mut arrivals, release) =
-        one_upload_slot(Duration::from_millis(300)).await;
+    let OneUploadSlot {
+        _server,
+        client,
+        held_upload: body,
+        mut arrivals,
+        release,
+    } = one_upload_slot(Duration::from_millis(300)).await;
     let holder = {
         let client = client.clone();
-        let body = json!({"external_url": format!("http://{url_host}/held.png"), "site_id": 1});
         tokio::spawn(async move { client.post("/api/v2/images/", &body).await })
     };
     // The first upload is fetching: it holds the only slot.
@@ -957,9 +968,13 @@ async fn uploads_past_the_concurrency_bound_get_503_with_retry_after() {
 /// and the next is refused at once, not after the wait.
 #[tokio::test]
 async fn a_full_upload_queue_refuses_at_once() {
-    let (_server, client, url_host, mut arrivals, release) =
-        one_upload_slot(Duration::from_secs(30)).await;
-    let body = json!({"external_url": format!("http://{url_host}/held.png"), "site_id": 1});
+    let OneUploadSlot {
+        _server,
+        client,
+        held_upload: body,
+        mut arrivals,
+        release,
+    } = one_upload_slot(Duration::from_secs(30)).await;
     let mut queued = Vec::new();
     for _ in 0..5 {
         let (client, body) = (client.clone(), body.clone());
