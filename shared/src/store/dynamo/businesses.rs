@@ -145,7 +145,7 @@ impl BusinessStore for DynamoStore {
                 };
             }
             tracing::debug!(id, attempt, "business update lost a race; retrying");
-            backoff(attempt).await;
+            backoff(attempt, self.stretch).await;
         }
         Err(ApiError::internal(format!(
             "business {id}: update still conflicting after {MAX_ATTEMPTS} attempts"

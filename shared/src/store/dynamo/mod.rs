@@ -51,6 +51,9 @@ pub struct DynamoStore {
     id_block: u32,
     query_page: i32,
     batch_chunk: usize,
+    /// Real seconds per second of the modelled DynamoDB: every retry wait is this much
+    /// longer (1 in production; the write benchmark's double runs slower than real time).
+    stretch: f64,
     /// Ids handed out by the sequences but not used yet (block allocation).
     spare_ids: Mutex<HashMap<Seq, Vec<RangeInclusive<i64>>>>,
 }
@@ -124,10 +127,12 @@ fn log_capacity(operation: &'static str, capacity: Option<&ConsumedCapacity>) {
     }
 }
 
-/// Full-jitter exponential backoff: attempt `n` waits up to 20·2ⁿ ms (at most 1.28 s).
-async fn backoff(attempt: u32) {
+/// Full-jitter exponential backoff: attempt `n` waits up to 20·2ⁿ ms (at most 1.28 s),
+/// times `stretch` (1 but under the DynamoDB double, which stretches time).
+async fn backoff(attempt: u32, stretch: f64) {
     let ceiling = 20u64 << attempt.min(6);
-    tokio::time::sleep(Duration::from_millis(rand::random_range(0..=ceiling))).await;
+    let wait = Duration::from_millis(rand::random_range(0..=ceiling));
+    tokio::time::sleep(wait.mul_f64(stretch)).await;
 }
 
 impl DynamoStore {
@@ -138,6 +143,7 @@ impl DynamoStore {
             id_block: 1,
             query_page: i32::MAX,
             batch_chunk: BATCH_GET_MAX,
+            stretch: 1.0,
             spare_ids: Mutex::new(HashMap::new()),
         }
     }
@@ -159,6 +165,17 @@ impl DynamoStore {
         self.batch_chunk = usize::try_from(n)
             .unwrap_or(BATCH_GET_MAX)
             .min(BATCH_GET_MAX);
+        self
+    }
+
+    /// Stretches every retry wait by `stretch` (at least 1), for a DynamoDB double that
+    /// models the service with time running `stretch` times slower (`scripts/bench-writes`).
+    pub fn with_time_stretch(mut self, stretch: f64) -> Self {
+        self.stretch = if stretch.is_finite() {
+            stretch.max(1.0)
+        } else {
+            1.0
+        };
         self
     }
 
@@ -290,7 +307,7 @@ impl DynamoStore {
                 tracing::debug!(?codes, attempt, "dynamodb transaction cancelled");
                 return Ok(TxOutcome::Cancelled(codes));
             }
-            backoff(attempt).await;
+            backoff(attempt, self.stretch).await;
         }
     }
 
@@ -517,12 +534,13 @@ impl DynamoStore {
     /// concurrently; unprocessed keys are asked for again with backoff. Unordered.
     async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>> {
         if keys.len() <= self.batch_chunk {
-            return batch_get_chunk(&self.client, &self.table, keys).await;
+            return batch_get_chunk(&self.client, &self.table, keys, self.stretch).await;
         }
         let mut tasks = JoinSet::new();
         for chunk in keys.chunks(self.batch_chunk) {
             let (client, table, chunk) = (self.client.clone(), self.table.clone(), chunk.to_vec());
-            tasks.spawn(async move { batch_get_chunk(&client, &table, chunk).await });
+            let stretch = self.stretch;
+            tasks.spawn(async move { batch_get_chunk(&client, &table, chunk, stretch).await });
         }
         let mut items = Vec::with_capacity(keys.len());
         while let Some(joined) = tasks.join_next().await {
@@ -532,7 +550,12 @@ impl DynamoStore {
     }
 }
 
-async fn batch_get_chunk(client: &Client, table: &str, keys: Vec<Item>) -> Result<Vec<Item>> {
+async fn batch_get_chunk(
+    client: &Client,
+    table: &str,
+    keys: Vec<Item>,
+    stretch: f64,
+) -> Result<Vec<Item>> {
     let mut items = Vec::with_capacity(keys.len());
     let mut pending = keys;
     let mut attempt = 0;
@@ -568,7 +591,7 @@ async fn batch_get_chunk(client: &Client, table: &str, keys: Vec<Item>) -> Resul
                     pending.len()
                 )));
             }
-            backoff(attempt).await;
+            backoff(attempt, stretch).await;
         }
     }
     Ok(items)
