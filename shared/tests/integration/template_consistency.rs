@@ -12,7 +12,12 @@
 //!   (read-only functions write only nonces and budgets; only the CLI reads the key
 //!   listing), and S3 writes only under `img/upload/`;
 //! - files get `X-Content-Type-Options: nosniff`, a custom domain TLS 1.2 at least, and
-//!   image-upload reserved concurrency.
+//!   image-upload reserved concurrency;
+//! - every route of the HTTP API has the throttling of its group (reads, business writes,
+//!   uploads, and the stage default for `$default`), each a parameter with its sized default;
+//! - the optional per-IP WAF rate limit exists only when asked for in us-east-1, is attached
+//!   to the distribution only then (or an existing ACL given by ARN), and counts unsigned
+//!   `/api/` requests per source IP only.
 //!
 //! The template is parsed as `serde_yaml::Value`, which keeps CloudFormation tags (`!Ref`,
 //! `!Sub`, `!GetAtt`, `!If`) as tagged values.
@@ -1648,4 +1653,455 @@ fn the_records_table_has_point_in_time_recovery() {
         table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"].as_bool(),
         Some(true)
     );
+}
+
+/// The throttling parameters, each with the default docs/deploy.md ("Capacity and limits")
+/// derives: (rate parameter, its default, burst parameter, its default).
+const THROTTLES: &[(&str, u64, &str, u64)] = &[
+    // Stray requests ($default) and any route without a setting of its own.
+    (
+        "ApiThrottlingRateLimit",
+        100,
+        "ApiThrottlingBurstLimit",
+        100,
+    ),
+    // Four accounts reading at 1,000/s, or 200 keys at the default 20/s.
+    (
+        "ReadThrottlingRateLimit",
+        4000,
+        "ReadThrottlingBurstLimit",
+        4000,
+    ),
+    // Three accounts at the 1,000 creates/s the store is built to sustain per account.
+    (
+        "WriteThrottlingRateLimit",
+        3000,
+        "WriteThrottlingBurstLimit",
+        3000,
+    ),
+    // ImageUploadReservedConcurrency (10) / about 2 s per upload; burst: the concurrency.
+    (
+        "UploadThrottlingRateLimit",
+        5,
+        "UploadThrottlingBurstLimit",
+        10,
+    ),
+];
+
+/// API Gateway's default quota per account and region (all APIs): 10,000 requests/s, burst
+/// 5,000.
+const ACCOUNT_RATE: u64 = 10_000;
+const ACCOUNT_BURST: u64 = 5_000;
+
+/// Seconds a typical upload holds an image-upload instance (fetch, decode, five variants,
+/// six S3 writes, one transaction): what the upload route's default rate assumes.
+const SECONDS_PER_UPLOAD: u64 = 2;
+
+fn parameter_default(template: &Value, name: &str) -> u64 {
+    let parameter = &template["Parameters"][name];
+    assert_eq!(parameter["Type"].as_str(), Some("Number"), "{name}");
+    parameter["Default"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{name}: a numeric default"))
+}
+
+/// The throttling group of a route: the prefix of its `<group>ThrottlingRateLimit` and
+/// `<group>ThrottlingBurstLimit` parameters.
+fn throttle_group(operation: Operation) -> &'static str {
+    match operation {
+        Operation::BusinessList
+        | Operation::BusinessGet
+        | Operation::ImageList
+        | Operation::ImageGet => "Read",
+        Operation::BusinessCreate | Operation::BusinessUpdate => "Write",
+        Operation::ImageUpload => "Upload",
+    }
+}
+
+/// `{ThrottlingRateLimit: !Ref <group>ThrottlingRateLimit, ThrottlingBurstLimit: !Ref ...}`.
+fn assert_throttled_by(settings: &Value, group: &str, what: &str) {
+    for (property, suffix) in [
+        ("ThrottlingRateLimit", "ThrottlingRateLimit"),
+        ("ThrottlingBurstLimit", "ThrottlingBurstLimit"),
+    ] {
+        assert_eq!(
+            tagged(&settings[property], "Ref").and_then(Value::as_str),
+            Some(format!("{group}{suffix}").as_str()),
+            "{what}: {property} must be !Ref {group}{suffix}"
+        );
+    }
+}
+
+#[test]
+fn throttle_parameters_are_sized_from_capacity() {
+    let template = template();
+    for &(rate, rate_default, burst, burst_default) in THROTTLES {
+        for (name, default) in [(rate, rate_default), (burst, burst_default)] {
+            let parameter = &template["Parameters"][name];
+            assert_eq!(parameter_default(&template, name), default, "{name}");
+            // 0 would throttle every request of the route.
+            assert_eq!(parameter["MinValue"].as_u64(), Some(1), "{name}");
+            assert!(
+                parameter["Description"]
+                    .as_str()
+                    .is_some_and(|d| d.len() > 20),
+                "{name}: say what it limits"
+            );
+        }
+        // No one group's route may take most of the account's quota (shared by every API
+        // of the account in the region), nor a burst beyond the account's.
+        assert!(rate_default <= ACCOUNT_RATE / 2, "{rate}: {rate_default}");
+        assert!(burst_default <= ACCOUNT_BURST, "{burst}: {burst_default}");
+    }
+    // The old single 50/s limit capped every partner together below one account's target.
+    for name in ["ReadThrottlingRateLimit", "WriteThrottlingRateLimit"] {
+        assert!(
+            parameter_default(&template, name) >= 1_000,
+            "{name}: at least the 1,000 creates/s one account is built to sustain"
+        );
+    }
+    // Uploads: no more per second than image-upload's reserved concurrency finishes, and
+    // no bigger burst than it can start, so the excess is API Gateway's 429 and not a
+    // throttled Lambda's 500.
+    let concurrency = parameter_default(&template, "ImageUploadReservedConcurrency");
+    assert!(
+        parameter_default(&template, "UploadThrottlingRateLimit") * SECONDS_PER_UPLOAD
+            <= concurrency
+    );
+    assert!(parameter_default(&template, "UploadThrottlingBurstLimit") <= concurrency);
+}
+
+#[test]
+fn every_route_is_throttled_by_its_group() {
+    let template = template();
+    let api = &template["Resources"]["HttpApi"]["Properties"];
+    // The stage default: for any route without a setting of its own.
+    assert_throttled_by(&api["DefaultRouteSettings"], "Api", "DefaultRouteSettings");
+
+    let settings = api["RouteSettings"]
+        .as_mapping()
+        .expect("HttpApi.RouteSettings, keyed by route key");
+    let mut expected = BTreeSet::new();
+    for function in functions(&template) {
+        let group = throttle_group(operation_for_dir(&function.dir));
+        for (method, path) in function.all_routes() {
+            // SAM and API Gateway spell route keys `METHOD /path`, and `$default`.
+            let (key, group) = if path == "$default" {
+                ("$default".to_string(), "Api")
+            } else {
+                (format!("{method} {path}"), group)
+            };
+            let setting = settings
+                .get(Value::String(key.clone()))
+                .unwrap_or_else(|| panic!("RouteSettings has no {key:?} ({})", function.dir));
+            assert_throttled_by(setting, group, &key);
+            expected.insert(key);
+        }
+    }
+    // A key without a route fails the deployment ("Unable to find Route by key").
+    let keys: BTreeSet<String> = settings
+        .keys()
+        .map(|k| str_of(k, "route key").to_string())
+        .collect();
+    assert_eq!(
+        keys, expected,
+        "RouteSettings keys are exactly the API's routes"
+    );
+    assert!(keys.contains("$default"));
+    assert_eq!(
+        keys.len(),
+        19,
+        "8 reads, 8 business writes, 2 uploads, $default"
+    );
+}
+
+/// `!Not [!Equals [!Ref <parameter>, <value>]]`: the parameter and the value.
+fn not_equals(condition: &Value) -> (String, Value) {
+    let not = tagged(condition, "Not")
+        .and_then(Value::as_sequence)
+        .expect("!Not [...]");
+    let equals = tagged(&not[0], "Equals")
+        .and_then(Value::as_sequence)
+        .expect("!Not [!Equals [...]]");
+    let name = tagged(&equals[0], "Ref")
+        .and_then(Value::as_str)
+        .expect("!Equals [!Ref ..., ...]");
+    (name.to_string(), equals[1].clone())
+}
+
+/// `0` or `"0"`: how CloudFormation compares a Number parameter.
+fn is_zero(value: &Value) -> bool {
+    value.as_u64() == Some(0) || value.as_str() == Some("0")
+}
+
+/// `!Equals [!Ref "AWS::Region", us-east-1]`.
+fn is_us_east_1(condition: &Value) -> bool {
+    tagged(condition, "Equals")
+        .and_then(Value::as_sequence)
+        .is_some_and(|e| {
+            tagged(&e[0], "Ref").and_then(Value::as_str) == Some("AWS::Region")
+                && e[1].as_str() == Some("us-east-1")
+        })
+}
+
+#[test]
+fn the_web_acl_exists_only_when_asked_for_and_only_in_us_east_1() {
+    let template = template();
+    let parameters = &template["Parameters"];
+    let limit = &parameters["WafRateLimitPerIp"];
+    assert_eq!(limit["Type"].as_str(), Some("Number"));
+    assert_eq!(limit["Default"].as_u64(), Some(0), "off unless asked for");
+    assert_eq!(limit["MinValue"].as_u64(), Some(0));
+    assert_eq!(parameters["WebAclArn"]["Default"].as_str(), Some(""));
+
+    // CreateWebAcl: the parameter is not 0, and the stack is in us-east-1 (the only region
+    // where a CLOUDFRONT-scope web ACL can be created).
+    let conditions = &template["Conditions"];
+    let and = tagged(&conditions["CreateWebAcl"], "And")
+        .and_then(Value::as_sequence)
+        .expect("CreateWebAcl: !And [...]");
+    assert_eq!(and.len(), 2);
+    let (name, value) = not_equals(&and[0]);
+    assert_eq!(name, "WafRateLimitPerIp");
+    assert!(is_zero(&value), "{value:?}");
+    assert!(is_us_east_1(&and[1]), "{:?}", and[1]);
+    let (name, value) = not_equals(&conditions["HasWebAclArn"]);
+    assert_eq!(name, "WebAclArn");
+    assert_eq!(value.as_str(), Some(""));
+
+    // Every WAF resource is created under that condition only.
+    let resources = template["Resources"].as_mapping().expect("Resources");
+    let waf: Vec<(&str, &Value)> = resources
+        .iter()
+        .filter(|(_, r)| {
+            r["Type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("AWS::WAFv2::"))
+        })
+        .map(|(id, r)| (str_of(id, "logical id"), r))
+        .collect();
+    assert_eq!(waf.len(), 1, "one web ACL: {waf:?}");
+    let (id, acl) = waf[0];
+    assert_eq!(id, "ApiWebAcl");
+    assert_eq!(acl["Type"].as_str(), Some("AWS::WAFv2::WebACL"));
+    assert_eq!(acl["Condition"].as_str(), Some("CreateWebAcl"));
+    assert_eq!(acl["Properties"]["Scope"].as_str(), Some("CLOUDFRONT"));
+    // Everything not rate limited passes.
+    assert!(acl["Properties"]["DefaultAction"].get("Allow").is_some());
+
+    // Asked for elsewhere, the deployment is refused before anything changes (Rules), not
+    // silently left unprotected; and the two ways of attaching an ACL exclude each other.
+    let rules = &template["Rules"];
+    for (rule, asserted) in [
+        ("WebAclNeedsUsEast1", "region"),
+        ("OneWebAcl", "no WebAclArn"),
+    ] {
+        let (name, value) = not_equals(&rules[rule]["RuleCondition"]);
+        assert_eq!(name, "WafRateLimitPerIp", "{rule}");
+        assert!(is_zero(&value), "{rule}: {value:?}");
+        let assertions = rules[rule]["Assertions"]
+            .as_sequence()
+            .unwrap_or_else(|| panic!("{rule}: Assertions"));
+        assert_eq!(assertions.len(), 1, "{rule}");
+        let assert = &assertions[0]["Assert"];
+        if asserted == "region" {
+            assert!(is_us_east_1(assert), "{rule}: {assert:?}");
+        } else {
+            let equals = tagged(assert, "Equals")
+                .and_then(Value::as_sequence)
+                .unwrap_or_else(|| panic!("{rule}: !Equals"));
+            assert_eq!(
+                tagged(&equals[0], "Ref").and_then(Value::as_str),
+                Some("WebAclArn")
+            );
+            assert_eq!(equals[1].as_str(), Some(""));
+        }
+        assert!(assertions[0]["AssertDescription"].is_string(), "{rule}");
+    }
+}
+
+#[test]
+fn the_distribution_attaches_a_web_acl_only_when_enabled() {
+    let template = template();
+    let config = &template["Resources"]["Distribution"]["Properties"]["DistributionConfig"];
+    // !If [HasWebAclArn, !Ref WebAclArn, !If [CreateWebAcl, !GetAtt ApiWebAcl.Arn, NoValue]]
+    let outer = tagged(&config["WebACLId"], "If")
+        .and_then(Value::as_sequence)
+        .expect("WebACLId: !If [...]");
+    assert_eq!(outer[0].as_str(), Some("HasWebAclArn"));
+    assert_eq!(
+        tagged(&outer[1], "Ref").and_then(Value::as_str),
+        Some("WebAclArn")
+    );
+    let inner = tagged(&outer[2], "If")
+        .and_then(Value::as_sequence)
+        .expect("!If [CreateWebAcl, ...]");
+    assert_eq!(inner[0].as_str(), Some("CreateWebAcl"));
+    // WAFv2 web ACLs are attached by ARN (an ID is WAF Classic's).
+    assert_eq!(
+        tagged(&inner[1], "GetAtt").and_then(Value::as_str),
+        Some("ApiWebAcl.Arn")
+    );
+    assert_eq!(
+        tagged(&inner[2], "Ref").and_then(Value::as_str),
+        Some("AWS::NoValue")
+    );
+}
+
+/// What a WAF statement inspects of a request, for the statements the template uses.
+struct ViewerRequest<'a> {
+    path: &'a str,
+    query: &'a str,
+    authorization: Option<&'a str>,
+}
+
+fn transformed(text: &str, transformations: &Value) -> String {
+    let mut steps: Vec<&Value> = transformations
+        .as_sequence()
+        .expect("TextTransformations")
+        .iter()
+        .collect();
+    steps.sort_by_key(|t| t["Priority"].as_u64());
+    let mut text = text.to_string();
+    for step in steps {
+        text = match step["Type"].as_str() {
+            Some("NONE") => text,
+            Some("LOWERCASE") => text.to_lowercase(),
+            Some("URL_DECODE") => percent_encoding::percent_decode_str(&text)
+                .decode_utf8_lossy()
+                .into_owned(),
+            other => panic!("TextTransformation {other:?}: teach this test"),
+        };
+    }
+    text
+}
+
+/// Whether a WAF statement matches the request (the subset of WAF the template uses; any
+/// other statement fails the test rather than being guessed at).
+fn waf_matches(statement: &Value, request: &ViewerRequest) -> bool {
+    if let Some(and) = statement.get("AndStatement") {
+        let all = and["Statements"].as_sequence().expect("Statements");
+        return all.iter().all(|s| waf_matches(s, request));
+    }
+    if let Some(or) = statement.get("OrStatement") {
+        let any = or["Statements"].as_sequence().expect("Statements");
+        return any.iter().any(|s| waf_matches(s, request));
+    }
+    if let Some(not) = statement.get("NotStatement") {
+        return !waf_matches(&not["Statement"], request);
+    }
+    let byte_match = statement
+        .get("ByteMatchStatement")
+        .unwrap_or_else(|| panic!("statement {statement:?}: teach this test"));
+    let field = &byte_match["FieldToMatch"];
+    let value = if field.get("UriPath").is_some() {
+        Some(request.path)
+    } else if field.get("QueryString").is_some() {
+        Some(request.query)
+    } else if let Some(header) = field.get("SingleHeader") {
+        let name = header["Name"].as_str().expect("header name");
+        assert_eq!(name, "authorization", "the only header inspected");
+        request.authorization
+    } else {
+        panic!("FieldToMatch {field:?}: teach this test")
+    };
+    // A header the request lacks matches nothing.
+    let Some(value) = value else {
+        return false;
+    };
+    let value = transformed(value, &byte_match["TextTransformations"]);
+    let search = str_of(&byte_match["SearchString"], "SearchString");
+    match byte_match["PositionalConstraint"].as_str() {
+        Some("STARTS_WITH") => value.starts_with(search),
+        Some("CONTAINS") => value.contains(search),
+        Some("EXACTLY") => value == search,
+        other => panic!("PositionalConstraint {other:?}: teach this test"),
+    }
+}
+
+#[test]
+fn the_waf_rule_rate_limits_unsigned_api_requests_per_ip() {
+    let template = template();
+    let acl = &template["Resources"]["ApiWebAcl"]["Properties"];
+    let rules = acl["Rules"].as_sequence().expect("Rules");
+    assert_eq!(rules.len(), 1, "one rule");
+    let rule = &rules[0];
+    // WAF refuses a web ACL or a rule without it.
+    for visibility in [&acl["VisibilityConfig"], &rule["VisibilityConfig"]] {
+        assert_eq!(visibility["CloudWatchMetricsEnabled"].as_bool(), Some(true));
+        assert_eq!(visibility["SampledRequestsEnabled"].as_bool(), Some(true));
+        assert!(visibility.get("MetricName").is_some());
+    }
+
+    // A rate-based rule per source IP, with the parameter as its limit per 5 minutes.
+    let rate = &rule["Statement"]["RateBasedStatement"];
+    assert_eq!(rate["AggregateKeyType"].as_str(), Some("IP"));
+    assert_eq!(
+        tagged(&rate["Limit"], "Ref").and_then(Value::as_str),
+        Some("WafRateLimitPerIp")
+    );
+    assert_eq!(rate["EvaluationWindowSec"].as_u64(), Some(300));
+
+    // Over the limit: 429 in our JSON error shape, with Retry-After.
+    let response = &rule["Action"]["Block"]["CustomResponse"];
+    assert_eq!(response["ResponseCode"].as_u64(), Some(429));
+    let headers = response["ResponseHeaders"]
+        .as_sequence()
+        .expect("ResponseHeaders");
+    assert!(headers.iter().any(|h| {
+        h["Name"]
+            .as_str()
+            .is_some_and(|n| n.eq_ignore_ascii_case("retry-after"))
+            && h["Value"]
+                .as_str()
+                .is_some_and(|v| v.parse::<u32>().is_ok())
+    }));
+    let key = str_of(&response["CustomResponseBodyKey"], "CustomResponseBodyKey");
+    let body = &acl["CustomResponseBodies"][key];
+    assert_eq!(body["ContentType"].as_str(), Some("APPLICATION_JSON"));
+    let json: serde_json::Value =
+        serde_json::from_str(str_of(&body["Content"], "Content")).expect("a JSON body");
+    assert!(json["error"].is_string(), "{json}");
+    assert_eq!(json.as_object().map(|o| o.len()), Some(1), "{json}");
+
+    // Counted: API requests that carry no OAuth signature. Never a signed request (a
+    // partner's sync job from one address may send thousands a second), never an image file.
+    let scope = &rate["ScopeDownStatement"];
+    let counted = |path, query, authorization| {
+        waf_matches(
+            scope,
+            &ViewerRequest {
+                path,
+                query,
+                authorization,
+            },
+        )
+    };
+    let signed = sitehost::auth::oauth1::authorization_header(
+        "GET",
+        "https://d111111abcdef8.cloudfront.net/api/v2/businesses/",
+        &[],
+        "key",
+        "secret",
+        1_714_564_800,
+        "nonce",
+    );
+    assert!(!counted("/api/v2/businesses/", "", Some(signed.as_str())));
+    assert!(!counted(
+        "/api/v2/businesses/",
+        "limit=10",
+        Some("oauth oauth_consumer_key=\"key\"")
+    ));
+    assert!(!counted(
+        "/api/v2/businesses/",
+        "limit=10&oauth_consumer_key=key&oauth_signature=abc%3D",
+        None
+    ));
+    assert!(!counted("/api/v2/images/", "oauth%5Fsignature=abc", None));
+    assert!(!counted("/img/upload/1/abc-150.jpg", "", None));
+    assert!(!counted("/errors/unavailable.json", "", None));
+    assert!(counted("/api/v2/businesses/", "", None));
+    assert!(counted("/api/v2/businesses/", "limit=10", None));
+    assert!(counted("/api/v2/nothing", "", Some("Bearer abc")));
+    assert!(counted("/api/v1/businesses/", "", Some("")));
 }
