@@ -400,8 +400,9 @@ async fn upload(
     match created {
         Ok(image) => Ok((image, processed)),
         // An internal error (a timeout, a lost response) does not prove that nothing was
-        // written: settle the id before touching the files.
-        Err(err @ ApiError::Internal(_)) => {
+        // written, nor does a 503 whose last attempt was throttled after an earlier one went
+        // unanswered: settle the id before touching the files.
+        Err(err @ (ApiError::Internal(_) | ApiError::Unavailable { .. })) => {
             let image = settle(services, &uploads.files, caller, id, &path, &written).await;
             match image {
                 Some(image) => Ok((image, processed)),

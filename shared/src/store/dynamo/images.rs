@@ -3,7 +3,9 @@
 use async_trait::async_trait;
 
 use super::items::{self, Kind, Seq};
-use super::{conditional, DynamoStore, ScopeList, TxOutcome};
+use super::{
+    backoff, conditional, spread, DynamoStore, NewEntries, ScopeList, TxOutcome, MAX_ATTEMPTS,
+};
 use crate::error::{ApiError, Result};
 use crate::image::{Image, ImageQuery, NewImage};
 use crate::store::rules::no_such_business;
@@ -23,33 +25,44 @@ impl ImageStore for DynamoStore {
             None => self.next_id(Seq::Image).await?,
         };
         let image = new.into_image(id, account_id, now);
-        let mut actions = Vec::new();
         if let Some(business) = business {
-            // The business must still have the sub id the image takes from it.
-            actions.push(self.check_owner_and_sub(
-                items::business_key(business),
-                account_id,
-                Some(image.partner_sub_id.as_deref()),
-            )?);
+            // The business must be this account's and have the sub id the image takes from
+            // it. A read, not a `ConditionCheck` in the transaction: every upload into one
+            // business would check the same item, and DynamoDB cancels transactions that
+            // share an item. A business's account never changes and it is never deleted;
+            // its sub id may change after this read, which orders this upload before that
+            // change (existing images keep their sub id either way).
+            let found = self.get_item(items::business_key(business)).await?;
+            let matches = match found {
+                Some(item) => {
+                    let (found, _) = items::business_from(&item)?;
+                    found.account_id == account_id && found.partner_sub_id == image.partner_sub_id
+                }
+                None => false,
+            };
+            if !matches {
+                return Err(no_such_business(business));
+            }
         }
-        let record = actions.len();
-        actions.push(self.put_new(items::image_item(&image))?);
-        actions.extend(self.entries_and_counts(
-            Kind::Image,
+        let scopes = scope::image_scopes(&image);
+        let entries = NewEntries {
+            kind: Kind::Image,
             account_id,
             id,
-            &scope::image_scopes(&image),
-            None,
-        )?);
-        match self.transact(actions).await? {
+            scopes: &scopes,
+            nk: None,
+        };
+        let actions = || {
+            let mut actions = vec![self.put_new(items::image_item(&image))?];
+            actions.extend(self.entries_and_counts(entries, spread::random_lane())?);
+            Ok(actions)
+        };
+        match self.transact("create image", actions).await? {
             TxOutcome::Committed => Ok(image),
-            TxOutcome::Cancelled(codes) => match business {
-                Some(business) if TxOutcome::failed_condition(&codes, 0) => {
-                    Err(no_such_business(business))
-                }
-                _ if TxOutcome::failed_condition(&codes, record) => Err(ApiError::internal(
-                    format!("image id {id} is taken or was settled as never recorded"),
-                )),
+            TxOutcome::Cancelled(codes) => match () {
+                _ if TxOutcome::failed_condition(&codes, 0) => Err(ApiError::internal(format!(
+                    "image id {id} is taken or was settled as never recorded"
+                ))),
                 _ => Err(ApiError::internal(format!(
                     "dynamodb create image cancelled: {codes:?}"
                 ))),
@@ -94,16 +107,28 @@ impl ImageStore for DynamoStore {
     /// transaction still in flight fails its own `attribute_not_exists`). When it fails,
     /// the item that exists is read (consistently) and returned.
     async fn settle_image(&self, id: i64) -> Result<Option<Image>> {
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(items::barred_image_item(id)))
-            .condition_expression("attribute_not_exists(#pk)")
-            .expression_attribute_names("#pk", items::PK)
-            .send()
-            .await;
-        if conditional("PutItem (bar image id)", result)?.is_some() {
+        let mut attempt = 0;
+        let barred = loop {
+            let result = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(items::barred_image_item(id)))
+                .condition_expression("attribute_not_exists(#pk)")
+                .expression_attribute_names("#pk", items::PK)
+                .send()
+                .await;
+            match conditional("PutItem (bar image id)", result) {
+                // The record's own transaction may still hold the item
+                // (`TransactionConflictException`): wait for it to end.
+                Err(ApiError::Unavailable { .. }) if attempt + 1 < MAX_ATTEMPTS => {
+                    attempt += 1;
+                    backoff(attempt, self.stretch).await;
+                }
+                other => break other?.is_some(),
+            }
+        };
+        if barred {
             tracing::info!(image_id = id, "image id settled as never recorded");
             return Ok(None);
         }

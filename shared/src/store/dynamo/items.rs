@@ -13,6 +13,8 @@ use crate::business::Business;
 use crate::error::{ApiError, Result};
 use crate::image::Image;
 
+use super::spread;
+
 pub type Item = HashMap<String, AttributeValue>;
 
 pub const PK: &str = "pk";
@@ -145,15 +147,29 @@ pub fn record_key(kind: Kind, id: i64) -> Item {
     }
 }
 
-/// The partition holding the list entries of one scope of an account.
-pub fn entries_pk(kind: Kind, account_id: i64, scope: &str) -> String {
-    bounded(format!("A#{account_id}#{}#{scope}", kind.entry_tag()))
+/// One of the partitions holding the list entries of one scope of an account: `shard` is
+/// `spread::entry_shard` of the record's id. Scope names escape `#`, so the suffix cannot
+/// be forged by a value.
+pub fn entries_pk(kind: Kind, account_id: i64, scope: &str, shard: u32) -> String {
+    bounded(format!(
+        "A#{account_id}#{}#{scope}#{shard}",
+        kind.entry_tag()
+    ))
 }
 
-pub fn counter_key(kind: Kind, account_id: i64, scope: &str) -> Item {
+/// One of the partitions holding the counter lanes of one scope of an account.
+pub fn counter_pk(kind: Kind, account_id: i64, scope: &str, partition: u32) -> String {
+    bounded(format!(
+        "A#{account_id}#{}#{scope}#{partition}",
+        kind.counter_tag()
+    ))
+}
+
+/// One lane of a scope's counter: the scope's count is the sum of all its lanes.
+pub fn counter_key(kind: Kind, account_id: i64, scope: &str, lane: u32) -> Item {
     key(
-        bounded(format!("A#{account_id}#{}#{scope}", kind.counter_tag())),
-        "COUNT",
+        counter_pk(kind, account_id, scope, spread::lane_partition(lane)),
+        format!("LANE#{lane:03}"),
     )
 }
 
@@ -176,9 +192,17 @@ pub fn name_sort_key(business: &Business) -> String {
     format!("{name}\u{1}{}", padded(business.id))
 }
 
-/// A list entry: the scope partition, the padded id, and the id (projected into `by_name`).
+/// The key of a record's list entry in one scope: in the shard its id hashes to.
+pub fn entry_key(kind: Kind, account_id: i64, scope: &str, id: i64) -> Item {
+    key(
+        entries_pk(kind, account_id, scope, spread::entry_shard(id)),
+        padded(id),
+    )
+}
+
+/// A list entry: the scope shard, the padded id, and the id (projected into `by_name`).
 pub fn entry_item(kind: Kind, account_id: i64, scope: &str, id: i64, nk: Option<&str>) -> Item {
-    let mut item = key(entries_pk(kind, account_id, scope), padded(id));
+    let mut item = entry_key(kind, account_id, scope, id);
     item.insert("id".into(), n(id));
     if let Some(nk) = nk {
         item.insert(NK.into(), s(nk));
@@ -435,9 +459,10 @@ mod tests {
     #[test]
     fn long_partition_keys_are_digested_and_values_escaped() {
         let long = "x".repeat(2000);
-        let pk = entries_pk(Kind::Business, 1, &long);
+        let pk = entries_pk(Kind::Business, 1, &long, 3);
         assert!(pk.starts_with("H#") && pk.len() == 42);
-        assert_eq!(pk, entries_pk(Kind::Business, 1, &long));
+        assert_eq!(pk, entries_pk(Kind::Business, 1, &long, 3));
+        assert_ne!(pk, entries_pk(Kind::Business, 1, &long, 4));
         assert_ne!(nonce_key("a#b", "c"), nonce_key("a", "b#c"));
         assert_eq!(
             budget_key("a#b", "uploads", 60)[PK].as_s().ok(),

@@ -68,11 +68,13 @@ impl KeyStore for DynamoStore {
             revoked: false,
             created: new.created,
         };
-        let actions = vec![
-            self.put_new(items::api_key_item(&key))?,
-            self.put(items::key_listing_key(&key.key))?,
-        ];
-        match self.transact(actions).await? {
+        let actions = || {
+            Ok(vec![
+                self.put_new(items::api_key_item(&key))?,
+                self.put(items::key_listing_key(&key.key))?,
+            ])
+        };
+        match self.transact("create key", actions).await? {
             TxOutcome::Committed => Ok(key),
             TxOutcome::Cancelled(codes) if TxOutcome::failed_condition(&codes, 0) => {
                 Err(ApiError::Conflict { field: "key" })

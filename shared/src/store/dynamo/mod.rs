@@ -13,6 +13,7 @@ use aws_sdk_dynamodb::types::{
     ReturnValue, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
+use futures_util::future::try_join_all;
 use tokio::task::JoinSet;
 
 use crate::error::{ApiError, Result};
@@ -22,8 +23,11 @@ mod businesses;
 mod images;
 mod items;
 mod keys;
+mod spread;
 
-use items::{get_n, n, record_key, s, Item, Kind, Seq, BY_NAME, PK};
+pub use spread::{COUNTER_LANES, COUNTER_PARTITIONS, ENTRY_SHARDS};
+
+use items::{get_n, get_s, n, record_key, s, Item, Kind, Seq, BY_NAME, NK, PK, SK};
 
 /// Every read is strongly consistent, so a request sees everything earlier requests wrote
 /// (a partner that creates a business and then GETs its `Location` or lists must find it, as
@@ -32,9 +36,20 @@ use items::{get_n, n, record_key, s, Item, Kind, Seq, BY_NAME, PK};
 const CONSISTENT_READS: bool = true;
 /// Most keys one `BatchGetItem` call may ask for.
 const BATCH_GET_MAX: usize = 100;
-/// Attempts of a transaction cancelled only by conflicts with other transactions, and of an
-/// update that lost its optimistic-lock race (each attempt re-reads).
+/// Attempts of a transaction cancelled only by conflicts with other transactions or by
+/// throttling, and of an update that lost its optimistic-lock race (each attempt re-reads).
 const MAX_ATTEMPTS: u32 = 10;
+/// What a partner is told to wait when DynamoDB is past its capacity for this work.
+const BUSY_RETRY_AFTER_SECS: u64 = 1;
+/// Errors of a single call that say nothing was written and the same call may succeed
+/// later: throttling (after the SDK's own retries) and a conflict with a transaction in
+/// flight on the same item.
+const BUSY_ERRORS: [&str; 4] = [
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+];
 /// Cancellation reasons that say nothing about the data: the same transaction may succeed
 /// when sent again.
 const TRANSIENT_CANCELLATIONS: [&str; 3] = [
@@ -56,6 +71,8 @@ pub struct DynamoStore {
     stretch: f64,
     /// Ids handed out by the sequences but not used yet (block allocation).
     spare_ids: Mutex<HashMap<Seq, Vec<RangeInclusive<i64>>>>,
+    /// Budget tokens taken in chunks and not handed out yet.
+    budget_tokens: budgets::TokenCache,
 }
 
 /// One page of one scope partition to read.
@@ -69,6 +86,17 @@ struct ScopeList<'a> {
     descending: bool,
     offset: u64,
     limit: u64,
+}
+
+/// A new record's list entries: one per scope, each with a counter increment.
+#[derive(Debug, Clone, Copy)]
+struct NewEntries<'a> {
+    kind: Kind,
+    account_id: i64,
+    id: i64,
+    scopes: &'a [String],
+    /// The `by_name` sort key (businesses only).
+    nk: Option<&'a str>,
 }
 
 /// How a transaction ended when DynamoDB did not fail outright.
@@ -85,8 +113,33 @@ impl TxOutcome {
     }
 }
 
-fn aws_error(operation: &str, err: impl std::error::Error + Send + Sync + 'static) -> ApiError {
+fn aws_error<E, R>(operation: &str, err: aws_sdk_dynamodb::error::SdkError<E, R>) -> ApiError
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let code = err.as_service_error().and_then(|e| e.code());
+    if let Some(code) = code.filter(|code| BUSY_ERRORS.contains(code)) {
+        tracing::warn!(
+            operation,
+            code,
+            "dynamodb is past its capacity for this call"
+        );
+        return busy(operation);
+    }
     ApiError::from(anyhow::Error::new(err).context(format!("dynamodb {operation}")))
+}
+
+/// DynamoDB refused the work for now and wrote nothing: 503, retry shortly.
+fn busy(operation: &str) -> ApiError {
+    tracing::debug!(operation, "answering 503: dynamodb busy");
+    ApiError::Unavailable {
+        message: format!(
+            "The service is busy with this account's writes; nothing was changed. Retry \
+             after {BUSY_RETRY_AFTER_SECS} second."
+        ),
+        retry_after_secs: BUSY_RETRY_AFTER_SECS,
+    }
 }
 
 /// A conditional write's result: `Some(output)` when it was written, `None` when its
@@ -127,10 +180,11 @@ fn log_capacity(operation: &'static str, capacity: Option<&ConsumedCapacity>) {
     }
 }
 
-/// Full-jitter exponential backoff: attempt `n` waits up to 20·2ⁿ ms (at most 1.28 s),
-/// times `stretch` (1 but under the DynamoDB double, which stretches time).
+/// Full-jitter exponential backoff: attempt `n` waits up to 10·2ⁿ ms (at most 640 ms),
+/// times `stretch` (1 but under the DynamoDB double, which stretches time). A retry of a
+/// conflict draws another counter lane, so it need not wait long.
 async fn backoff(attempt: u32, stretch: f64) {
-    let ceiling = 20u64 << attempt.min(6);
+    let ceiling = 10u64 << attempt.min(6);
     let wait = Duration::from_millis(rand::random_range(0..=ceiling));
     tokio::time::sleep(wait.mul_f64(stretch)).await;
 }
@@ -145,6 +199,7 @@ impl DynamoStore {
             batch_chunk: BATCH_GET_MAX,
             stretch: 1.0,
             spare_ids: Mutex::new(HashMap::new()),
+            budget_tokens: Default::default(),
         }
     }
 
@@ -267,15 +322,20 @@ impl DynamoStore {
     }
 
     /// Runs a transaction, retrying (with fresh idempotency tokens) while it is cancelled only
-    /// for transient reasons, above all because other transactions were writing the same
-    /// items (the counters every create of an account shares).
-    async fn transact(&self, actions: Vec<TransactWriteItem>) -> Result<TxOutcome> {
+    /// for transient reasons: another transaction writing one of its items, or throttling.
+    /// `actions` builds it for each attempt, so a retry can draw another counter lane.
+    /// Still cancelled that way after `MAX_ATTEMPTS`, it is a 503: nothing was written.
+    async fn transact(
+        &self,
+        what: &str,
+        mut actions: impl FnMut() -> Result<Vec<TransactWriteItem>>,
+    ) -> Result<TxOutcome> {
         let mut attempt = 0;
         loop {
             let result = self
                 .client
                 .transact_write_items()
-                .set_transact_items(Some(actions.clone()))
+                .set_transact_items(Some(actions()?))
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await;
@@ -302,10 +362,19 @@ impl DynamoStore {
                 && codes
                     .iter()
                     .all(|c| c == "None" || TRANSIENT_CANCELLATIONS.contains(&c.as_str()));
-            attempt += 1;
-            if !transient || attempt >= MAX_ATTEMPTS {
+            if !transient {
                 tracing::debug!(?codes, attempt, "dynamodb transaction cancelled");
                 return Ok(TxOutcome::Cancelled(codes));
+            }
+            attempt += 1;
+            if attempt >= MAX_ATTEMPTS {
+                tracing::warn!(
+                    what,
+                    ?codes,
+                    attempt,
+                    "dynamodb transaction still cancelled"
+                );
+                return Err(busy(what));
             }
             backoff(attempt, self.stretch).await;
         }
@@ -410,33 +479,62 @@ impl DynamoStore {
             .build())
     }
 
-    /// The `Put` and counter `ADD`s of a new record's list entries, one per scope.
-    fn entries_and_counts(
-        &self,
-        kind: Kind,
-        account_id: i64,
-        id: i64,
-        scopes: &[String],
-        nk: Option<&str>,
-    ) -> Result<Vec<TransactWriteItem>> {
+    /// The `Put` and counter `ADD`s of a new record's list entries, one per scope, on the
+    /// counter lane `lane` of each.
+    fn entries_and_counts(&self, new: NewEntries<'_>, lane: u32) -> Result<Vec<TransactWriteItem>> {
+        let NewEntries {
+            kind,
+            account_id,
+            id,
+            scopes,
+            nk,
+        } = new;
         let mut actions = Vec::with_capacity(scopes.len() * 2);
         for scope in scopes {
             actions.push(self.put(items::entry_item(kind, account_id, scope, id, nk))?);
-            actions.push(self.add(items::counter_key(kind, account_id, scope), 1)?);
+            actions.push(self.add(items::counter_key(kind, account_id, scope, lane), 1)?);
         }
         Ok(actions)
     }
 
-    /// The number of records of a scope (its counter item; absent means none).
+    /// The number of records of a scope: the sum of its counter lanes, read with one
+    /// (consistent) `Query` per lane partition, all at once. Absent lanes count 0; a lane
+    /// may be negative (a record left the scope on another lane than it joined on).
     async fn count(&self, kind: Kind, account_id: i64, scope: &str) -> Result<u64> {
-        let item = self
-            .get_item(items::counter_key(kind, account_id, scope))
-            .await?;
-        let n: i64 = match item {
-            Some(item) => get_n(&item, "n")?,
-            None => 0,
-        };
-        Ok(u64::try_from(n).unwrap_or(0))
+        let partitions = (0..spread::COUNTER_PARTITIONS).map(|partition| {
+            let pk = items::counter_pk(kind, account_id, scope, partition);
+            async move {
+                let mut sum: i64 = 0;
+                let mut start: Option<Item> = None;
+                loop {
+                    let out = self
+                        .client
+                        .query()
+                        .table_name(&self.table)
+                        .key_condition_expression("#pk = :pk")
+                        .expression_attribute_names("#pk", PK)
+                        .expression_attribute_names("#n", "n")
+                        .expression_attribute_values(":pk", s(pk.as_str()))
+                        .projection_expression("#n")
+                        .consistent_read(CONSISTENT_READS)
+                        .set_exclusive_start_key(start.take())
+                        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                        .send()
+                        .await
+                        .map_err(|e| aws_error("Query (count)", e))?;
+                    log_capacity("Query", out.consumed_capacity());
+                    for lane in out.items() {
+                        sum += get_n::<i64>(lane, "n")?;
+                    }
+                    match out.last_evaluated_key {
+                        Some(key) if !key.is_empty() => start = Some(key),
+                        _ => return Ok::<_, ApiError>(sum),
+                    }
+                }
+            }
+        });
+        let sums = try_join_all(partitions).await?;
+        Ok(u64::try_from(sums.into_iter().sum::<i64>()).unwrap_or(0))
     }
 
     /// One page of a scope: the records at `offset..offset+limit` in the order of the table
@@ -479,9 +577,33 @@ impl DynamoStore {
         Ok((page.await?, total))
     }
 
-    /// The ids at `offset..offset+limit` of a scope partition. Reads at most `offset+limit`
-    /// entries, following `LastEvaluatedKey` over 1 MB pages.
+    /// The ids at `offset..offset+limit` of a scope: each entry shard is read up to
+    /// `offset+limit` entries (all shards at once), and the shards are merged in order. A
+    /// shard's first `offset+limit` entries hold every one of the scope's first
+    /// `offset+limit` that lives there, so the merge is exact.
     async fn scope_ids(&self, list: &ScopeList<'_>) -> Result<Vec<i64>> {
+        let shards = (0..spread::ENTRY_SHARDS).map(|shard| self.shard_entries(list, shard));
+        let mut entries: Vec<(String, i64)> =
+            try_join_all(shards).await?.into_iter().flatten().collect();
+        // Sort keys are unique (the padded id, or the name key ending in it).
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if list.descending {
+            entries.reverse();
+        }
+        let offset = usize::try_from(list.offset).unwrap_or(usize::MAX);
+        let limit = usize::try_from(list.limit).unwrap_or(usize::MAX);
+        Ok(entries
+            .into_iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(_, id)| id)
+            .collect())
+    }
+
+    /// The first `offset+limit` entries of one shard in list order, each with its sort key
+    /// (`sk` in id order, `nk` in `by_name` order), following `LastEvaluatedKey` over 1 MB
+    /// pages.
+    async fn shard_entries(&self, list: &ScopeList<'_>, shard: u32) -> Result<Vec<(String, i64)>> {
         let ScopeList {
             by_name,
             descending,
@@ -489,9 +611,10 @@ impl DynamoStore {
             limit,
             ..
         } = *list;
-        let pk = items::entries_pk(list.kind, list.account_id, list.scope);
+        let pk = items::entries_pk(list.kind, list.account_id, list.scope, shard);
+        let sort_key = if by_name { NK } else { SK };
         let wanted = offset.saturating_add(limit);
-        let mut ids = Vec::new();
+        let mut entries = Vec::new();
         let mut seen: u64 = 0;
         let mut start: Option<Item> = None;
         while limit > 0 && seen < wanted {
@@ -505,8 +628,9 @@ impl DynamoStore {
                 .key_condition_expression("#pk = :pk")
                 .expression_attribute_names("#pk", PK)
                 .expression_attribute_names("#id", "id")
+                .expression_attribute_names("#sort", sort_key)
                 .expression_attribute_values(":pk", s(pk.as_str()))
-                .projection_expression("#id")
+                .projection_expression("#id, #sort")
                 .scan_index_forward(!descending)
                 .consistent_read(CONSISTENT_READS)
                 .limit(page)
@@ -517,8 +641,8 @@ impl DynamoStore {
                 .map_err(|e| aws_error("Query", e))?;
             log_capacity("Query", out.consumed_capacity());
             for item in out.items() {
-                if seen >= offset && seen < wanted {
-                    ids.push(get_n(item, "id")?);
+                if seen < wanted {
+                    entries.push((get_s(item, sort_key)?, get_n(item, "id")?));
                 }
                 seen += 1;
             }
@@ -527,7 +651,7 @@ impl DynamoStore {
                 _ => break,
             }
         }
-        Ok(ids)
+        Ok(entries)
     }
 
     /// (Consistent) `BatchGetItem` of any number of keys: chunks of at most 100 run

@@ -111,3 +111,52 @@ pub async fn concurrent_budget_draws(store: SharedStore) {
         BudgetDecision::Admitted
     );
 }
+
+/// A large budget is drawn in chunks (on DynamoDB): still exactly the limit is admitted, and
+/// a smaller limit in the next window is not overrun by tokens left from this one.
+pub async fn large_budgets_admit_exactly_their_limit(store: SharedStore) {
+    // Over 2,000 a minute: chunks of 2 tokens (shared/src/store/dynamo/budgets.rs).
+    let limit: u64 = 2_000;
+    let mut admitted = 0;
+    // Waves of 100 at once: enough to race, few enough that none waits past the SDK's
+    // timeouts behind the tests' one-request-at-a-time moto client.
+    for wave in 0..(limit as i64 + 40) / 100 + 1 {
+        let tasks: Vec<_> = (0..100)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .consume_budget(
+                            "large",
+                            BudgetKind::Requests,
+                            limit,
+                            WINDOW + (wave + i) % 50,
+                        )
+                        .await
+                })
+            })
+            .collect();
+        for task in tasks {
+            if task.await.expect("task").expect("consume_budget") == BudgetDecision::Admitted {
+                admitted += 1;
+            }
+        }
+    }
+    assert_eq!(admitted, limit, "exactly the budget is admitted");
+    let mut next_window = 0;
+    for second in 0..5 {
+        if draw(
+            &store,
+            "large",
+            BudgetKind::Requests,
+            2,
+            WINDOW + 60 + second,
+        )
+        .await
+            == BudgetDecision::Admitted
+        {
+            next_window += 1;
+        }
+    }
+    assert_eq!(next_window, 2);
+}

@@ -168,3 +168,82 @@ pub async fn concurrent_patches(store: SharedStore) {
         assert_eq!(total(&store, a, all()).await, 1);
     }
 }
+
+/// Creates, soft deletes, restores and renames of one account all at once: every count and
+/// every list stays exact, whichever counter lanes the writes landed on.
+pub async fn concurrent_deletes_restores_and_renames(store: SharedStore) {
+    let a = account(&store, "acme").await;
+    let mut ids_made = Vec::new();
+    for i in 0..30 {
+        ids_made.push(
+            create(&store, a, new_business(&format!("B{i:02}")), DAY1)
+                .await
+                .id,
+        );
+    }
+    let patch_all = |ids: Vec<i64>, patch: fn(i64) -> BusinessPatch| {
+        ids.into_iter()
+            .map(|id| {
+                let store = store.clone();
+                tokio::spawn(
+                    async move { store.update_business(a, id, None, patch(id), DAY2).await },
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    // Round 1: 10 created, 12 deleted, 8 renamed, all at once.
+    let mut tasks = patch_all(ids_made[..12].to_vec(), |_| BusinessPatch {
+        deleted: Some(true),
+        ..Default::default()
+    });
+    tasks.extend(patch_all(ids_made[12..20].to_vec(), |id| BusinessPatch {
+        business_name: Some(format!("A renamed {id:05}")),
+        ..Default::default()
+    }));
+    let creates: Vec<_> = (0..10)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .create_business(a, new_business(&format!("C{i:02}")), DAY2)
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert!(task.await.expect("task").expect("update").is_some());
+    }
+    for task in creates {
+        task.await.expect("task").expect("create");
+    }
+    assert_eq!(total(&store, a, all()).await, 40);
+    assert_eq!(total(&store, a, deleted(true)).await, 12);
+    assert_eq!(total(&store, a, deleted(false)).await, 28);
+    // Round 2: 6 of the deleted restored while 4 more are deleted.
+    let mut tasks = patch_all(ids_made[..6].to_vec(), |_| BusinessPatch {
+        deleted: Some(false),
+        ..Default::default()
+    });
+    tasks.extend(patch_all(ids_made[20..24].to_vec(), |_| BusinessPatch {
+        deleted: Some(true),
+        ..Default::default()
+    }));
+    for task in tasks {
+        assert!(task.await.expect("task").expect("update").is_some());
+    }
+    let (live, live_count) = ids(&store, a, deleted(false), BusinessOrder::IdAsc).await;
+    let (gone, gone_count) = ids(&store, a, deleted(true), BusinessOrder::IdDesc).await;
+    assert_eq!((live_count, gone_count), (30, 10));
+    assert_eq!((live.len(), gone.len()), (30, 10));
+    let expected_gone: BTreeSet<i64> = ids_made[6..12]
+        .iter()
+        .chain(&ids_made[20..24])
+        .copied()
+        .collect();
+    assert_eq!(gone.iter().copied().collect::<BTreeSet<_>>(), expected_gone);
+    assert!(gone.windows(2).all(|w| w[0] > w[1]), "descending ids");
+    // The renamed ones lead the name order ("A renamed ..." before "B..", "C..").
+    let (by_name, count) = ids(&store, a, all(), BusinessOrder::NameAsc).await;
+    assert_eq!(count, 40);
+    assert_eq!(by_name[..8], ids_made[12..20]);
+}

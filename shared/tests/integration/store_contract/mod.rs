@@ -36,7 +36,8 @@ struct Fixture {
 
 /// Shows a case whether a store read list rows, or only counters.
 pub enum RowProbe {
-    /// The DynamoDB operations the store's client sent since `arm` (`None` before).
+    /// The DynamoDB operations the store's client sent since `arm` (`None` before); a
+    /// `Query` of a counter partition is `Query (count)`.
     Dynamo(Arc<Mutex<Option<Vec<String>>>>),
     /// The SQLite data directory: `arm` renames the record tables away, so from then on
     /// every read of business or image rows fails and only counter reads succeed.
@@ -90,7 +91,17 @@ impl Intercept for RecordCalls {
             self.0.lock().unwrap_or_else(|p| p.into_inner()).as_mut(),
             target,
         ) {
-            calls.push(target.rsplit('.').next().unwrap_or(target).to_string());
+            let operation = target.rsplit('.').next().unwrap_or(target);
+            // A count is a `Query` of a counter partition (`A#<account>#BC#...`, `#IC#`).
+            let body = context.request().body().bytes().unwrap_or_default();
+            let counter = [b"#BC#", b"#IC#"]
+                .iter()
+                .any(|tag| body.windows(tag.len()).any(|w| w == *tag));
+            calls.push(if operation == "Query" && counter {
+                "Query (count)".to_string()
+            } else {
+                operation.to_string()
+            });
         }
         Ok(())
     }
@@ -160,8 +171,10 @@ macro_rules! contract {
                 images::image_ids_allocated_and_settled,
                 concurrency::concurrent_creates,
                 concurrency::concurrent_patches,
+                concurrency::concurrent_deletes_restores_and_renames,
                 budgets::budgets,
                 budgets::concurrent_budget_draws,
+                budgets::large_budgets_admit_exactly_their_limit,
             );
             contract!(@probed $factory; listing::offsets_past_the_end_read_only_the_counter);
         }
