@@ -11,6 +11,7 @@
 
 mod auth;
 mod cloudfront_events;
+mod dynamo_double;
 mod http_api;
 mod images;
 mod images_aws;

@@ -6,6 +6,7 @@
 //! Without it they print "skipped: no moto" and pass, unless `SITEHOST_TEST_REQUIRE_AWS=1`
 //! (as `scripts/test` sets), in which case they fail.
 
+pub mod double;
 pub mod events;
 pub mod media;
 pub mod openapi;
@@ -151,7 +152,9 @@ struct GatedConnector {
     inner: SharedHttpConnector,
 }
 
-fn gate() -> Arc<tokio::sync::Mutex<()>> {
+/// The process-wide lock every request to moto takes (also the DynamoDB double's, see
+/// `double`).
+pub fn gate() -> Arc<tokio::sync::Mutex<()>> {
     static GATE: OnceLock<Arc<tokio::sync::Mutex<()>>> = OnceLock::new();
     GATE.get_or_init(Default::default).clone()
 }
