@@ -12,6 +12,7 @@
 mod auth;
 mod cloudfront_events;
 mod dynamo_double;
+mod dynamodb_busy;
 mod http_api;
 mod images;
 mod images_aws;

@@ -4,6 +4,10 @@ use async_trait::async_trait;
 
 use super::items::{self, name_sort_key, Kind, Seq};
 use super::{backoff, busy, spread, DynamoStore, NewEntries, ScopeList, TxOutcome, MAX_ATTEMPTS};
+
+/// Attempts of one update transaction cancelled for conflicts before the update reads the
+/// business again (`MAX_ATTEMPTS` reads at most).
+const UPDATE_TX_ATTEMPTS: u32 = 3;
 use crate::business::{Business, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::error::{ApiError, Result};
 use crate::store::rules::{new_logo, no_such_logo, ScopeChange};
@@ -56,8 +60,12 @@ impl BusinessStore for DynamoStore {
             actions.extend(self.entries_and_counts(entries, spread::random_lane())?);
             Ok(actions)
         };
-        match self.transact("create business", actions).await? {
+        match self
+            .transact("create business", MAX_ATTEMPTS, actions)
+            .await?
+        {
             TxOutcome::Committed => Ok(business),
+            TxOutcome::Busy(_) => Err(busy("create business")),
             TxOutcome::Cancelled(codes) => match logo {
                 Some(logo) if TxOutcome::failed_condition(&codes, 0) => Err(no_such_logo(logo)),
                 _ => Err(cancelled("create business", &codes)),
@@ -144,12 +152,20 @@ impl BusinessStore for DynamoStore {
                 Ok(actions)
             };
 
-            let codes = match self.transact("update business", actions).await? {
+            // A few attempts only: conflicts here are mostly with other writers of this
+            // very business, and once one of them commits this one must read again anyway.
+            let (codes, lost_race) = match self
+                .transact("update business", UPDATE_TX_ATTEMPTS, actions)
+                .await?
+            {
                 TxOutcome::Committed => return Ok(Some(business)),
-                TxOutcome::Cancelled(codes) => codes,
+                TxOutcome::Busy(codes) => (codes, true),
+                // The version check failed: the business changed since it was read.
+                TxOutcome::Cancelled(codes) => {
+                    let lost = TxOutcome::failed_condition(&codes, 0);
+                    (codes, lost)
+                }
             };
-            // The version check failed: the business changed since it was read.
-            let lost_race = TxOutcome::failed_condition(&codes, 0);
             if !lost_race {
                 return match logo {
                     Some(logo) if TxOutcome::failed_condition(&codes, logo_index) => {

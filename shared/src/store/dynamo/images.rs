@@ -4,7 +4,7 @@ use async_trait::async_trait;
 
 use super::items::{self, Kind, Seq};
 use super::{
-    backoff, conditional, spread, DynamoStore, NewEntries, ScopeList, TxOutcome, MAX_ATTEMPTS,
+    backoff, busy, conditional, spread, DynamoStore, NewEntries, ScopeList, TxOutcome, MAX_ATTEMPTS,
 };
 use crate::error::{ApiError, Result};
 use crate::image::{Image, ImageQuery, NewImage};
@@ -57,8 +57,9 @@ impl ImageStore for DynamoStore {
             actions.extend(self.entries_and_counts(entries, spread::random_lane())?);
             Ok(actions)
         };
-        match self.transact("create image", actions).await? {
+        match self.transact("create image", MAX_ATTEMPTS, actions).await? {
             TxOutcome::Committed => Ok(image),
+            TxOutcome::Busy(_) => Err(busy("create image")),
             TxOutcome::Cancelled(codes) => match () {
                 _ if TxOutcome::failed_condition(&codes, 0) => Err(ApiError::internal(format!(
                     "image id {id} is taken or was settled as never recorded"

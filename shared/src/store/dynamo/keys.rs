@@ -4,7 +4,10 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 
 use super::items::{self, get_s, n, s, Item, Seq, KEYS_PK, MAX_KEY_BYTES, PK, SK};
-use super::{aws_error, conditional, log_capacity, DynamoStore, TxOutcome, CONSISTENT_READS};
+use super::{
+    aws_error, busy, conditional, log_capacity, DynamoStore, TxOutcome, CONSISTENT_READS,
+    MAX_ATTEMPTS,
+};
 use crate::account::{Account, ApiKey, NewKey};
 use crate::error::{ApiError, Result};
 use crate::store::KeyStore;
@@ -74,8 +77,9 @@ impl KeyStore for DynamoStore {
                 self.put(items::key_listing_key(&key.key))?,
             ])
         };
-        match self.transact("create key", actions).await? {
+        match self.transact("create key", MAX_ATTEMPTS, actions).await? {
             TxOutcome::Committed => Ok(key),
+            TxOutcome::Busy(_) => Err(busy("create key")),
             TxOutcome::Cancelled(codes) if TxOutcome::failed_condition(&codes, 0) => {
                 Err(ApiError::Conflict { field: "key" })
             }

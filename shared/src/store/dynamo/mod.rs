@@ -105,6 +105,9 @@ enum TxOutcome {
     /// The cancellation reason code of every action, in request order (`None` for those
     /// that did not fail).
     Cancelled(Vec<String>),
+    /// Still cancelled only for transient reasons (conflicts, throttling) after every
+    /// attempt: nothing was written.
+    Busy(Vec<String>),
 }
 
 impl TxOutcome {
@@ -324,10 +327,11 @@ impl DynamoStore {
     /// Runs a transaction, retrying (with fresh idempotency tokens) while it is cancelled only
     /// for transient reasons: another transaction writing one of its items, or throttling.
     /// `actions` builds it for each attempt, so a retry can draw another counter lane.
-    /// Still cancelled that way after `MAX_ATTEMPTS`, it is a 503: nothing was written.
+    /// Still cancelled that way after `attempts`, it is `Busy`: nothing was written.
     async fn transact(
         &self,
         what: &str,
+        attempts: u32,
         mut actions: impl FnMut() -> Result<Vec<TransactWriteItem>>,
     ) -> Result<TxOutcome> {
         let mut attempt = 0;
@@ -367,14 +371,14 @@ impl DynamoStore {
                 return Ok(TxOutcome::Cancelled(codes));
             }
             attempt += 1;
-            if attempt >= MAX_ATTEMPTS {
+            if attempt >= attempts {
                 tracing::warn!(
                     what,
                     ?codes,
                     attempt,
                     "dynamodb transaction still cancelled"
                 );
-                return Err(busy(what));
+                return Ok(TxOutcome::Busy(codes));
             }
             backoff(attempt, self.stretch).await;
         }
