@@ -65,8 +65,22 @@ async fn visible(services: &Services, caller: &Caller, id: i64) -> Result<Busine
         .ok_or_else(|| not_found(id))
 }
 
+/// Whether the detail object reads the business's images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Images {
+    Read,
+    /// A business just created has none: an image names a business that exists, so
+    /// listing them would only cost a list read (12 `Query` calls on DynamoDB) per create.
+    NoneYet,
+}
+
 /// The detail object: the business with its logo image and its images.
-async fn detail(services: &Services, caller: &Caller, business: &Business) -> Result<Value> {
+async fn detail(
+    services: &Services,
+    caller: &Caller,
+    business: &Business,
+    images: Images,
+) -> Result<Value> {
     let restrict = caller.restrict_sub_id.as_deref();
     let images_query = ImageQuery {
         filter: ImageFilter {
@@ -84,21 +98,30 @@ async fn detail(services: &Services, caller: &Caller, business: &Business) -> Re
             None => Ok(None),
         }
     };
-    let (logo, images) = tokio::try_join!(
-        logo,
-        services.store.list_images(caller.account_id, &images_query)
-    )?;
+    let listed = async {
+        match images {
+            Images::Read => Ok(services
+                .store
+                .list_images(caller.account_id, &images_query)
+                .await?
+                .items),
+            Images::NoneYet => Ok(Vec::new()),
+        }
+    };
+    let (logo, images) = tokio::try_join!(logo, listed)?;
     // A logo of another sub id (set by an unrestricted key) keeps its id but is not shown.
     let logo = logo.filter(|image| image.visible_to(restrict));
     Ok(business.to_detail_json(
         logo.map(|image| image.to_json()),
-        images.items.iter().map(|image| image.to_json()).collect(),
+        images.iter().map(|image| image.to_json()).collect(),
     ))
 }
 
 pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply> {
     let business = visible(services, caller, id).await?;
-    Ok(Reply::ok(detail(services, caller, &business).await?))
+    Ok(Reply::ok(
+        detail(services, caller, &business, Images::Read).await?,
+    ))
 }
 
 pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
@@ -126,7 +149,7 @@ pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result
         account_id = caller.account_id,
         "business created"
     );
-    let body = detail(services, caller, &business).await?;
+    let body = detail(services, caller, &business, Images::NoneYet).await?;
     Ok(Reply::created(body, resource_uri(business.id)))
 }
 
@@ -145,5 +168,7 @@ pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) 
         )
         .await?
         .ok_or_else(|| not_found(id))?;
-    Ok(Reply::ok(detail(services, caller, &business).await?))
+    Ok(Reply::ok(
+        detail(services, caller, &business, Images::Read).await?,
+    ))
 }
