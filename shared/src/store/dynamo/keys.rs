@@ -3,11 +3,8 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 
-use super::items::{self, get_s, n, s, Item, Seq, KEYS_PK, MAX_KEY_BYTES, PK, SK};
-use super::{
-    aws_error, busy, conditional, log_capacity, DynamoStore, TxOutcome, CONSISTENT_READS,
-    MAX_ATTEMPTS,
-};
+use super::items::{self, get_s, n, Seq, KEYS_PK, MAX_KEY_BYTES, PK, SK};
+use super::{busy, conditional, log_capacity, DynamoStore, TxOutcome, MAX_ATTEMPTS};
 use crate::account::{Account, ApiKey, NewKey};
 use crate::error::{ApiError, Result};
 use crate::store::KeyStore;
@@ -98,33 +95,12 @@ impl KeyStore for DynamoStore {
 
     /// Every key, ordered by creation time then key (as the SQLite store lists them).
     async fn list_keys(&self) -> Result<Vec<ApiKey>> {
-        let mut names = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", PK)
-                .expression_attribute_names("#sk", SK)
-                .expression_attribute_values(":pk", s(KEYS_PK))
-                .projection_expression("#sk")
-                .consistent_read(CONSISTENT_READS)
-                .set_exclusive_start_key(start.take())
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await
-                .map_err(|e| aws_error("Query (keys)", e))?;
-            log_capacity("Query", out.consumed_capacity());
-            for item in out.items() {
-                names.push(get_s(item, SK)?);
-            }
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => break,
-            }
-        }
+        let names = self
+            .whole_partition(KEYS_PK, SK, "Query (keys)")
+            .await?
+            .iter()
+            .map(|entry| get_s(entry, SK))
+            .collect::<Result<Vec<_>>>()?;
         let keys = names.iter().map(|k| items::api_key_key(k)).collect();
         let mut listed = self
             .batch_get(keys)

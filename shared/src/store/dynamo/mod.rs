@@ -505,40 +505,45 @@ impl DynamoStore {
     /// (consistent) `Query` per lane partition, all at once. Absent lanes count 0; a lane
     /// may be negative (a record left the scope on another lane than it joined on).
     async fn count(&self, kind: Kind, account_id: i64, scope: &str) -> Result<u64> {
-        let partitions = (0..spread::COUNTER_PARTITIONS).map(|partition| {
+        let partitions = (0..spread::COUNTER_PARTITIONS).map(|partition| async move {
             let pk = items::counter_pk(kind, account_id, scope, partition);
-            async move {
-                let mut sum: i64 = 0;
-                let mut start: Option<Item> = None;
-                loop {
-                    let out = self
-                        .client
-                        .query()
-                        .table_name(&self.table)
-                        .key_condition_expression("#pk = :pk")
-                        .expression_attribute_names("#pk", PK)
-                        .expression_attribute_names("#n", "n")
-                        .expression_attribute_values(":pk", s(pk.as_str()))
-                        .projection_expression("#n")
-                        .consistent_read(CONSISTENT_READS)
-                        .set_exclusive_start_key(start.take())
-                        .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                        .send()
-                        .await
-                        .map_err(|e| aws_error("Query (count)", e))?;
-                    log_capacity("Query", out.consumed_capacity());
-                    for lane in out.items() {
-                        sum += get_n::<i64>(lane, "n")?;
-                    }
-                    match out.last_evaluated_key {
-                        Some(key) if !key.is_empty() => start = Some(key),
-                        _ => return Ok::<_, ApiError>(sum),
-                    }
-                }
+            let mut sum: i64 = 0;
+            for lane in self.whole_partition(&pk, "n", "Query (count)").await? {
+                sum += get_n::<i64>(&lane, "n")?;
             }
+            Ok::<_, ApiError>(sum)
         });
         let sums = try_join_all(partitions).await?;
         Ok(u64::try_from(sums.into_iter().sum::<i64>()).unwrap_or(0))
+    }
+
+    /// Every item of one partition (consistently, all pages), with only `attribute`.
+    async fn whole_partition(&self, pk: &str, attribute: &str, what: &str) -> Result<Vec<Item>> {
+        let mut items = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", PK)
+                .expression_attribute_names("#a", attribute)
+                .expression_attribute_values(":pk", s(pk))
+                .projection_expression("#a")
+                .consistent_read(CONSISTENT_READS)
+                .set_exclusive_start_key(start.take())
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(|e| aws_error(what, e))?;
+            log_capacity("Query", out.consumed_capacity());
+            items.extend(out.items.unwrap_or_default());
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(items),
+            }
+        }
     }
 
     /// One page of a scope: the records at `offset..offset+limit` in the order of the table

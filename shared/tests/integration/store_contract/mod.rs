@@ -110,6 +110,26 @@ impl Intercept for RecordCalls {
 }
 
 impl Fixture {
+    /// The DynamoDB store as every case runs it: a small read page, so that every list
+    /// crosses `Query` and `BatchGetItem` page boundaries, and ids in blocks.
+    fn dynamo(
+        client: aws_sdk_dynamodb::Client,
+        table: support::TestTable,
+        probe: RowProbe,
+        double: Option<::dynamo_double::DoubleHandle>,
+    ) -> Fixture {
+        let store = DynamoStore::new(client, table.name.clone())
+            .with_id_block(3)
+            .with_read_page_size(7);
+        Fixture {
+            store: Arc::new(store),
+            probe,
+            table: Some(table),
+            _dir: None,
+            double,
+        }
+    }
+
     async fn finish(self) {
         if let Some(double) = &self.double {
             // What the double did to the store: conflicts it cancelled, and retried.
@@ -132,16 +152,12 @@ async fn dynamo_fixture() -> Option<Fixture> {
             .interceptor(RecordCalls(calls.clone()))
             .build(),
     );
-    let store = DynamoStore::new(client, table.name.clone())
-        .with_id_block(3)
-        .with_read_page_size(7);
-    Some(Fixture {
-        store: Arc::new(store),
-        probe: RowProbe::Dynamo(calls),
-        table: Some(table),
-        _dir: None,
-        double: None,
-    })
+    Some(Fixture::dynamo(
+        client,
+        table,
+        RowProbe::Dynamo(calls),
+        None,
+    ))
 }
 
 /// The DynamoDB store behind the DynamoDB double (`dynamo-double`), which cancels
@@ -162,16 +178,8 @@ async fn double_fixture() -> Option<Fixture> {
             .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::standard())
             .build(),
     );
-    let store = DynamoStore::new(client, table.name.clone())
-        .with_id_block(3)
-        .with_read_page_size(7);
-    Some(Fixture {
-        store: Arc::new(store),
-        probe: RowProbe::Dynamo(Arc::new(Mutex::new(None))),
-        table: Some(table),
-        _dir: None,
-        double: Some(double),
-    })
+    let probe = RowProbe::Dynamo(Arc::new(Mutex::new(None)));
+    Some(Fixture::dynamo(client, table, probe, Some(double)))
 }
 
 async fn sqlite_fixture() -> Option<Fixture> {

@@ -3,7 +3,6 @@
 //! for the double.
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::Client;
 use dynamo_double::{DoubleHandle, Model};
 
@@ -28,19 +27,7 @@ pub async fn table_behind_double(model: Model) -> Option<(TestTable, Client, Dou
 /// A client for `endpoint` with the environment's credentials, sending requests as they
 /// come and never retrying.
 pub fn client_without_retries(endpoint: &str) -> Client {
-    let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
-    let credentials = Credentials::new(
-        var("AWS_ACCESS_KEY_ID", "testing"),
-        var("AWS_SECRET_ACCESS_KEY", "testing"),
-        std::env::var("AWS_SESSION_TOKEN").ok(),
-        None,
-        "sitehost-tests",
-    );
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new(var("AWS_REGION", "us-east-1")))
-        .credentials_provider(credentials)
+    let config = super::client_config(endpoint)
         .retry_config(RetryConfig::disabled())
         .build();
     Client::from_conf(config)

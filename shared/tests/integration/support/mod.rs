@@ -181,9 +181,9 @@ impl HttpConnector for GatedConnector {
     }
 }
 
-/// A client for `endpoint` with the credentials of the environment (`testing` by default:
-/// moto accepts any).
-pub fn client(endpoint: &str) -> Client {
+/// The configuration of a client for `endpoint` with the credentials of the environment
+/// (`testing` by default: moto accepts any).
+pub fn client_config(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
     let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
     let credentials = Credentials::new(
         var("AWS_ACCESS_KEY_ID", "testing"),
@@ -192,11 +192,17 @@ pub fn client(endpoint: &str) -> Client {
         None,
         "sitehost-tests",
     );
-    let config = aws_sdk_dynamodb::Config::builder()
+    aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(Region::new(var("AWS_REGION", "us-east-1")))
-        .credentials_provider(credentials);
+        .credentials_provider(credentials)
+}
+
+/// A client for `endpoint` (`client_config`) that sends one request at a time (see
+/// `OneAtATime`), unless `SITEHOST_TEST_AWS_CONCURRENT=1`.
+pub fn client(endpoint: &str) -> Client {
+    let config = client_config(endpoint);
     // The SDK's default client: hyper with rustls on aws-lc.
     let http = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(
