@@ -21,6 +21,11 @@ fn make(dir: &Path) -> std::io::Result<()> {
     let files: Vec<(&str, Vec<u8>)> = vec![
         // Legitimate: 8660x5773 = 49.99 MP, just under the 50 MP limit.
         ("legit-50mp-8660x5773.jpg", hostile::jpeg(8660, 5773, false)),
+        // The 8-bit counterpart of the 16-bit file below: what any 50 MP RGBA PNG costs.
+        (
+            "legit-50mp-8660x5773-rgba8.png",
+            hostile::png_zeros(8660, 5773, 8, 6, &[]),
+        ),
         (
             "sof3-1x1-then-sof0-16384x16384.jpg",
             hostile::jpeg_sof3_then_large_frame(16384, 16384, false),
@@ -62,6 +67,29 @@ fn make(dir: &Path) -> std::io::Result<()> {
         (
             "webp-animation-frame-1x1-vp8-16383x16383.webp",
             hostile::webp_animation((1, 1), (1, 1), 16383, 16383),
+        ),
+        // Issue #21 item 5: an iCCP profile inflating to 390 MB in a 1x1 PNG, a 16-bit
+        // RGBA 50 MP PNG, and both at once.
+        (
+            "png-1x1-iccp-390mb.png",
+            hostile::png_iccp_bomb(390_000_000),
+        ),
+        (
+            "png-16bit-rgba-8660x5773.png",
+            hostile::png_zeros(8660, 5773, 16, 6, &[]),
+        ),
+        (
+            "png-16bit-rgba-8660x5773-iccp-390mb.png",
+            hostile::png_zeros(8660, 5773, 16, 6, &[hostile::png_iccp(390_000_000)]),
+        ),
+        (
+            "png-1x1-ztxt-390mb.png",
+            hostile::png_zeros(1, 1, 8, 2, &[hostile::png_ztxt(390_000_000)]),
+        ),
+        // 25 MiB of empty tEXt chunks (14 bytes each) before the image data.
+        (
+            "png-1x1-text-flood-1870000-25mib.png",
+            hostile::png_chunk_flood(b"tEXt", b"k\0", 1_870_000),
         ),
     ];
     for (name, bytes) in files {

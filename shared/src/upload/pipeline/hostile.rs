@@ -203,3 +203,180 @@ pub fn jpeg_comments_between_scans(count: usize) -> Vec<u8> {
     bytes.splice(second_scan..second_scan, flood);
     bytes
 }
+
+/// The CRC-32 of PNG chunks (table-driven: bomb chunks are hundreds of KB).
+fn crc32(parts: &[&[u8]]) -> u32 {
+    let mut table = [0u32; 256];
+    for (n, slot) in table.iter_mut().enumerate() {
+        let mut c = n as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+        *slot = c;
+    }
+    let mut crc = 0xFFFF_FFFFu32;
+    for &byte in parts.iter().copied().flatten() {
+        crc = table[((crc ^ u32::from(byte)) & 0xFF) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
+/// One PNG chunk: length, type, data, CRC (the decoder checks CRCs).
+pub fn png_chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut chunk = (data.len() as u32).to_be_bytes().to_vec();
+    chunk.extend(kind);
+    chunk.extend(data);
+    chunk.extend(crc32(&[kind, data]).to_be_bytes());
+    chunk
+}
+
+/// Deflate bits, least significant first; Huffman codes most significant bit first.
+struct Bits {
+    out: Vec<u8>,
+    len: usize,
+}
+
+impl Bits {
+    fn put(&mut self, value: u32, count: usize) {
+        for i in 0..count {
+            if self.len % 8 == 0 {
+                self.out.push(0);
+            }
+            if (value >> i) & 1 == 1 {
+                *self.out.last_mut().expect("pushed") |= 1 << (self.len % 8);
+            }
+            self.len += 1;
+        }
+    }
+
+    fn code(&mut self, code: u32, length: usize) {
+        for i in (0..length).rev() {
+            self.put((code >> i) & 1, 1);
+        }
+    }
+
+    /// `count` zero bits at once.
+    fn zeros(&mut self, count: usize) {
+        self.len += count;
+        self.out.resize(self.len.div_ceil(8), 0);
+    }
+}
+
+/// A zlib stream that inflates to `len` (at least 1) zero bytes at deflate's best ratio,
+/// about 1032:1: one dynamic-Huffman block whose length-258 and distance-1 codes are one
+/// bit each, so every 258 bytes cost 2 bits (390 MB in 378 KB). Written by hand, in
+/// milliseconds, instead of compressing the zeros.
+pub fn zlib_zeros(len: usize) -> Vec<u8> {
+    assert!(len >= 1, "at least one byte");
+    let mut bits = Bits {
+        out: vec![0x78, 0xDA],
+        len: 16,
+    };
+    bits.put(1, 1); // the final block
+    bits.put(2, 2); // dynamic Huffman codes
+    bits.put(286 - 257, 5); // literal/length codes
+    bits.put(2 - 1, 5); // distance codes
+    bits.put(18 - 4, 4); // code length codes, in the order below
+                         // Code length code lengths, in the order 16 17 18 0 8 7 9 6 10 5 11 4 12 3 13 2 14 1:
+                         // 18 (a run of zeros) has 1 bit ("0"), 1 and 2 have 2 bits ("10", "11").
+    for length in [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 2] {
+        bits.put(length, 3);
+    }
+    let (one, two) = ((0b10, 2), (0b11, 2));
+    let zeros = |bits: &mut Bits, run: u32| {
+        bits.code(0, 1);
+        bits.put(run - 11, 7);
+    };
+    // Literal/length code lengths: 0 has 2 bits ("10"), end of block 2 ("11"), 285 (length
+    // 258) 1 bit ("0"); all others none.
+    bits.code(two.0, two.1); // 0
+    zeros(&mut bits, 138); // 1..=138
+    zeros(&mut bits, 117); // 139..=255
+    bits.code(two.0, two.1); // 256
+    zeros(&mut bits, 28); // 257..=284
+    bits.code(one.0, one.1); // 285
+                             // Distance code lengths: codes 0 (distance 1, "0") and 1 ("1"), one bit each.
+    bits.code(one.0, one.1);
+    bits.code(one.0, one.1);
+    // The data: a literal zero, then copies of the previous 258 bytes, then literals.
+    let literal = |bits: &mut Bits| bits.code(0b10, 2);
+    literal(&mut bits);
+    let copies = (len - 1) / 258;
+    bits.zeros(2 * copies);
+    for _ in 0..(len - 1) % 258 {
+        literal(&mut bits);
+    }
+    bits.code(0b11, 2); // end of block
+    let mut out = bits.out;
+    // Adler-32 of zeros: a stays 1, b counts the bytes.
+    out.extend(((((len % 65521) as u32) << 16) | 1).to_be_bytes());
+    out
+}
+
+/// A PNG of zero-valued pixels (transparent black where there is alpha) with the given
+/// chunks between IHDR and IDAT: one IDAT at deflate's best ratio, so the file is tiny
+/// whatever the size. `color_type` as in IHDR (0 grey, 2 RGB, 4 grey+alpha, 6 RGBA).
+pub fn png_zeros(
+    width: u32,
+    height: u32,
+    bit_depth: u8,
+    color_type: u8,
+    chunks: &[Vec<u8>],
+) -> Vec<u8> {
+    let channels = match color_type {
+        0 | 3 => 1,
+        2 => 3,
+        4 => 2,
+        _ => 4,
+    };
+    let row = (width as usize * channels * usize::from(bit_depth)).div_ceil(8);
+    let mut ihdr = width.to_be_bytes().to_vec();
+    ihdr.extend(height.to_be_bytes());
+    ihdr.extend([bit_depth, color_type, 0, 0, 0]);
+    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+    bytes.extend(png_chunk(b"IHDR", &ihdr));
+    for chunk in chunks {
+        bytes.extend(chunk);
+    }
+    bytes.extend(png_chunk(b"IDAT", &zlib_zeros(height as usize * (1 + row))));
+    bytes.extend(png_chunk(b"IEND", b""));
+    bytes
+}
+
+/// An iCCP chunk whose profile inflates to `inflated` zero bytes.
+pub fn png_iccp(inflated: usize) -> Vec<u8> {
+    let mut data = b"ICC profile\0\0".to_vec();
+    data.extend(zlib_zeros(inflated));
+    png_chunk(b"iCCP", &data)
+}
+
+/// A zTXt chunk whose text inflates to `inflated` bytes.
+pub fn png_ztxt(inflated: usize) -> Vec<u8> {
+    let mut data = b"Comment\0\0".to_vec();
+    data.extend(zlib_zeros(inflated));
+    png_chunk(b"zTXt", &data)
+}
+
+/// A compressed iTXt chunk whose text inflates to `inflated` bytes.
+pub fn png_itxt(inflated: usize) -> Vec<u8> {
+    // Keyword, compression flag and method, empty language tag and translated keyword.
+    let mut data = b"XML:com.adobe.xmp\0\x01\x00\0\0".to_vec();
+    data.extend(zlib_zeros(inflated));
+    png_chunk(b"iTXt", &data)
+}
+
+/// The first PNG: 1x1, with an iCCP profile that inflates to `inflated` bytes
+/// (390 MB in a 379 KB file).
+pub fn png_iccp_bomb(inflated: usize) -> Vec<u8> {
+    png_zeros(1, 1, 8, 2, &[png_iccp(inflated)])
+}
+
+/// `count` copies of one chunk between the IHDR and the image data of a 1x1 PNG.
+pub fn png_chunk_flood(kind: &[u8; 4], data: &[u8], count: usize) -> Vec<u8> {
+    let chunk = png_chunk(kind, data);
+    png_zeros(1, 1, 8, 2, &vec![chunk; count])
+}
