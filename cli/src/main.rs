@@ -283,7 +283,6 @@ async fn create_key(
 
 async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<()> {
     let (config, stores) = store_args.open().await?;
-    let limits = config.server.clone();
     let store = &stores.records;
     store.prepare_nonce_memory().await?;
     if store.list_keys().await?.is_empty() {
@@ -301,7 +300,7 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<()> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    sitehost::local::server::serve_with_limits(app, listener, limits, shutdown).await;
+    sitehost::local::server::serve(app, listener, shutdown).await;
     Ok(())
 }
 

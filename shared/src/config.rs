@@ -316,10 +316,19 @@ pub struct ServerLimits {
     pub max_uploads: usize,
     /// How long an upload waits for a slot before it gets 503 with `Retry-After`.
     pub upload_wait: Duration,
+    /// External URL fetches of uploads at once; one account may hold at most a quarter of
+    /// them (at least one), so a slow host named by one key cannot stall the others.
+    pub max_fetches: usize,
+    /// Open connections at most; past it a new one is answered 503 and closed at once.
+    /// Below the file descriptor limit, so the server never runs out of them.
+    pub max_connections: usize,
+    /// How long a write to a client may make no progress before the connection is dropped
+    /// (a client that stops reading its answer holds nothing for longer).
+    pub write_timeout: Duration,
 }
 
 /// Most permits a tokio semaphore holds.
-const MAX_UPLOAD_SLOTS: usize = usize::MAX >> 3;
+const MAX_PERMITS: usize = usize::MAX >> 3;
 
 impl Default for ServerLimits {
     fn default() -> Self {
@@ -329,8 +338,29 @@ impl Default for ServerLimits {
             // The pipeline is CPU-bound: more at once than cores only adds memory.
             max_uploads: std::thread::available_parallelism().map_or(2, usize::from),
             upload_wait: Duration::from_secs(5),
+            max_fetches: 16,
+            max_connections: default_max_connections(open_files_limit()),
+            write_timeout: Duration::from_secs(30),
         }
     }
+}
+
+/// Half the file descriptor limit, at most 512: the rest is left for files, the database
+/// and outbound fetches. With no limit known, 512.
+fn default_max_connections(open_files: Option<u64>) -> usize {
+    let half = open_files.map_or(u64::MAX, |limit| limit / 2);
+    usize::try_from(half.clamp(16, 512)).unwrap_or(512)
+}
+
+/// This process's soft limit of open files (`ulimit -n`), where the system tells it.
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 impl ServerLimits {
@@ -338,6 +368,10 @@ impl ServerLimits {
         let defaults = ServerLimits::default();
         let seconds = |name, default: Duration| {
             positive_setting(name, default.as_secs()).map(Duration::from_secs)
+        };
+        let count = |name, default: usize| {
+            positive_setting(name, default as u64)
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX).min(MAX_PERMITS))
         };
         Ok(ServerLimits {
             header_timeout: seconds("SITEHOST_HEADER_TIMEOUT_SECS", defaults.header_timeout)?,
@@ -347,8 +381,11 @@ impl ServerLimits {
                 defaults.max_uploads as u64,
             )?)
             .unwrap_or(usize::MAX)
-            .min(MAX_UPLOAD_SLOTS),
+            .min(MAX_PERMITS),
             upload_wait: seconds("SITEHOST_UPLOAD_WAIT_SECS", defaults.upload_wait)?,
+            max_fetches: count("SITEHOST_MAX_FETCHES", defaults.max_fetches)?,
+            max_connections: count("SITEHOST_MAX_CONNECTIONS", defaults.max_connections)?,
+            write_timeout: seconds("SITEHOST_WRITE_TIMEOUT_SECS", defaults.write_timeout)?,
         })
     }
 }
@@ -527,6 +564,15 @@ mod tests {
     use tracing_subscriber::filter::LevelFilter;
 
     use super::*;
+
+    #[test]
+    fn serve_keeps_half_its_file_descriptors_for_other_things() {
+        assert_eq!(default_max_connections(Some(1024)), 512);
+        assert_eq!(default_max_connections(Some(256)), 128);
+        assert_eq!(default_max_connections(Some(1_048_576)), 512);
+        assert_eq!(default_max_connections(Some(8)), 16);
+        assert_eq!(default_max_connections(None), 512);
+    }
 
     #[test]
     fn log_settings_default_to_info_text_and_the_plain_namespace() {

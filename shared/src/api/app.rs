@@ -5,8 +5,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{ALLOW, LOCATION};
+use http::request::Parts;
 use http::{Request, Response};
 
+use crate::api::budgets::Budgets;
 use crate::api::request_log::{self, RequestLog};
 use crate::api::{
     allowed_methods, error_response, header, json_response, query_params, route, set_header,
@@ -18,11 +20,48 @@ use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::operations::images as image;
 use crate::operations::{business, Reply, Services};
-use crate::store::{BudgetDecision, BudgetKind, Stores};
+use crate::store::Stores;
 
 pub struct App {
     /// What the operations work with (stores, clock, configuration).
     pub services: Services,
+    budgets: Budgets,
+}
+
+/// What is known of a request as it is dispatched, for its log line.
+#[derive(Default)]
+struct Progress {
+    authenticated: Option<Authenticated>,
+    body_bytes: usize,
+}
+
+/// A request's body as an adapter supplies it: already in memory (Lambda), or still to be
+/// read from the connection (`sitehost serve`).
+#[async_trait::async_trait]
+pub trait RequestBody: Send {
+    /// The length when known before reading (the bytes held, or a `Content-Length`).
+    fn known_len(&self) -> Option<u64>;
+    /// The whole body; one longer than `limit` is refused (413) without being buffered.
+    async fn read(self, limit: usize) -> Result<Bytes>;
+}
+
+#[async_trait::async_trait]
+impl RequestBody for Bytes {
+    fn known_len(&self) -> Option<u64> {
+        Some(self.len() as u64)
+    }
+
+    async fn read(self, limit: usize) -> Result<Bytes> {
+        if self.len() > limit {
+            return Err(body_too_large(limit));
+        }
+        Ok(self)
+    }
+}
+
+/// The 413 of a body over `limit` bytes.
+pub fn body_too_large(limit: usize) -> ApiError {
+    ApiError::TooLarge(format!("the request body is over {limit} bytes"))
 }
 
 impl App {
@@ -35,6 +74,7 @@ impl App {
                 clock: Arc::new(SystemClock),
                 config,
             },
+            budgets: Budgets::default(),
         })
     }
 
@@ -43,9 +83,17 @@ impl App {
         self
     }
 
-    /// Serves any API request (`sitehost serve`).
+    /// Serves any API request whose body is already in memory.
     pub async fn handle(&self, req: Request<Bytes>) -> Response<Bytes> {
-        self.respond(req, None).await
+        let (parts, body) = req.into_parts();
+        self.respond(parts, body, None).await
+    }
+
+    /// Serves any API request whose body is still to be read (`sitehost serve`): it is
+    /// read only once the request is admitted, so a refused request's body is never
+    /// buffered.
+    pub async fn handle_head(&self, parts: Parts, body: impl RequestBody) -> Response<Bytes> {
+        self.respond(parts, body, None).await
     }
 
     /// Serves a request for one operation only (a Lambda function); any other operation's
@@ -57,18 +105,25 @@ impl App {
         operation: Operation,
         req: Request<Bytes>,
     ) -> Response<Bytes> {
-        self.respond(req, Some(operation)).await
+        let (parts, body) = req.into_parts();
+        self.respond(parts, body, Some(operation)).await
     }
 
-    async fn respond(&self, req: Request<Bytes>, only: Option<Operation>) -> Response<Bytes> {
+    async fn respond(
+        &self,
+        parts: Parts,
+        body: impl RequestBody,
+        only: Option<Operation>,
+    ) -> Response<Bytes> {
         let started = Instant::now();
-        // Set once the signature checks out, so the log line says who made the request.
-        let mut authenticated = None;
+        // Filled in as the request goes: who made it (once the signature checks out) and
+        // how much body was read.
+        let mut progress = Progress::default();
         let (result, upload) =
-            request_log::collecting_upload_stats(self.dispatch(&req, only, &mut authenticated))
+            request_log::collecting_upload_stats(self.dispatch(&parts, body, only, &mut progress))
                 .await;
         let mut error = None;
-        let path = req.uri().path();
+        let path = parts.uri.path();
         let response = match result {
             Ok(response) => response,
             Err(err) => {
@@ -84,20 +139,20 @@ impl App {
         };
         // The key is the public half (never the secret, never the signature): with the
         // account and user it attributes every change to whoever made it.
-        let who = authenticated.as_ref();
-        let ids = req.extensions().get::<PlatformIds>();
+        let who = progress.authenticated.as_ref();
+        let ids = parts.extensions.get::<PlatformIds>();
         let request_id = ids
             .and_then(|ids| ids.request_id.clone())
             .unwrap_or_else(request_log::new_request_id);
         RequestLog {
             request_id: &request_id,
             invocation_id: ids.and_then(|ids| ids.invocation_id.as_deref()),
-            operation: route(req.method(), path).ok().map(|r| r.operation),
-            method: req.method().as_str(),
+            operation: route(&parts.method, path).ok().map(|r| r.operation),
+            method: parts.method.as_str(),
             path,
             status: response.status().as_u16(),
             latency: started.elapsed(),
-            body_bytes: req.body().len(),
+            body_bytes: progress.body_bytes,
             key: who.map(|a| a.key.as_str()),
             account_id: who.map(|a| a.caller.account_id),
             user_id: who.map(|a| a.caller.user_id),
@@ -108,140 +163,102 @@ impl App {
         response
     }
 
+    /// Route, authenticate from the head, admit (nonce, then budgets), read the body, run.
+    /// Only a form-encoded body, whose parameters are signed, is read before the signature
+    /// is checked, and it may have at most [`auth::MAX_FORM_BODY_BYTES`].
     async fn dispatch(
         &self,
-        req: &Request<Bytes>,
+        parts: &Parts,
+        body: impl RequestBody,
         only: Option<Operation>,
-        authenticated: &mut Option<Authenticated>,
+        progress: &mut Progress,
     ) -> Result<Response<Bytes>> {
-        let path = req.uri().path();
-        let route = route(req.method(), path)?;
+        let path = parts.uri.path();
+        let route = route(&parts.method, path)?;
         if only.is_some_and(|op| op != route.operation) {
             return Err(ApiError::NotFound(format!("no resource at {path}")));
         }
-        if req.body().len() > self.services.config.max_body_bytes {
-            return Err(ApiError::TooLarge(format!(
-                "the request body is over {} bytes",
-                self.services.config.max_body_bytes
-            )));
+        let max_body = self.services.config.max_body_bytes;
+        if body.known_len().is_some_and(|len| len > max_body as u64) {
+            return Err(body_too_large(max_body));
         }
-        let params = query_params(req)?;
+        let params = query_params(&parts.uri)?;
         let now = self.services.clock.now();
+        let headers = &parts.headers;
+        let content_type = header(headers, "content-type");
+        let (form_body, body) = if auth::is_form(content_type) {
+            let form = body
+                .read(auth::MAX_FORM_BODY_BYTES)
+                .await
+                .map_err(|err| match err {
+                    ApiError::TooLarge(_) => ApiError::TooLarge(format!(
+                        "a form-encoded body is signed and may have at most {} bytes",
+                        auth::MAX_FORM_BODY_BYTES
+                    )),
+                    other => other,
+                })?;
+            progress.body_bytes = form.len();
+            (Some(form), None)
+        } else {
+            (None, Some(body))
+        };
         let base_uris = auth::candidate_base_uris(
             path,
-            |name| header(req, name).map(str::to_string),
+            |name| header(headers, name).map(str::to_string),
             &self.services.config.default_scheme,
             &self.services.config.public_hosts,
             self.services.config.origin_verify.as_ref(),
         );
-        let signed_params = auth::signed_params(&params, header(req, "content-type"), req.body())?;
+        let signed_params = auth::signed_params(
+            &params,
+            content_type,
+            form_body.as_deref().unwrap_or_default(),
+        )?;
         let auth = auth::authenticate(
             self.services.store.as_ref(),
             now,
-            req.method().as_str(),
+            parts.method.as_str(),
             &base_uris,
-            header(req, "authorization"),
+            header(headers, "authorization"),
             &signed_params,
         )
         .await?;
-        *authenticated = Some(auth.clone());
-        // The budget is drawn alongside the nonce: a write runs once both have answered, a
-        // read once the budget admits it. A request over budget costs its authentication,
-        // nonce and budget draw, and nothing else (a list may read thousands of items).
-        let budget = self.draw_budgets(&auth, route.operation, now);
-        if route.operation.writes() {
-            let (recorded, admitted) = tokio::join!(
-                auth::record_nonce(self.services.store.as_ref(), &auth, now),
-                budget
-            );
-            recorded?;
-            admitted?;
-            self.run(route, &auth, req, &params).await
-        } else {
-            // A read may run while its nonce is recorded; a replay still gets only a 401.
-            let (recorded, response) = tokio::join!(
-                auth::record_nonce(self.services.store.as_ref(), &auth, now),
-                async {
-                    budget.await?;
-                    self.run(route, &auth, req, &params).await
-                }
-            );
-            recorded?;
-            response
-        }
-    }
-
-    /// Counts the request against its key's budgets: every request against the request
-    /// budget, an upload against the upload budget as well (both at once). A budget of 0
-    /// is unlimited and costs nothing. Over either budget is a 429.
-    async fn draw_budgets(
-        &self,
-        auth: &Authenticated,
-        operation: Operation,
-        now: i64,
-    ) -> Result<()> {
-        let budgets = self.services.config.budgets;
-        let uploads = if operation == Operation::ImageUpload {
-            budgets.uploads_per_minute
-        } else {
-            0
-        };
-        let (requests, uploads) = tokio::try_join!(
-            self.draw(auth, BudgetKind::Requests, budgets.requests_per_minute, now),
-            self.draw(auth, BudgetKind::Uploads, uploads, now),
-        )?;
-        // Report the narrower budget first: an upload refused by both is told about uploads.
-        for (kind, limit, decision) in [
-            (BudgetKind::Uploads, uploads.0, uploads.1),
-            (BudgetKind::Requests, requests.0, requests.1),
-        ] {
-            if let BudgetDecision::Refused { retry_after } = decision {
-                tracing::info!(
-                    account_id = auth.caller.account_id,
-                    budget = kind.name(),
-                    limit,
-                    retry_after,
-                    "request over budget"
-                );
-                let what = match kind {
-                    BudgetKind::Requests => "requests",
-                    BudgetKind::Uploads => "image uploads",
-                };
-                return Err(ApiError::TooManyRequests {
-                    message: format!(
-                        "This key is over its budget of {limit} {what} a minute; retry after \
-                         {retry_after} seconds."
-                    ),
-                    retry_after_secs: retry_after,
-                });
+        progress.authenticated = Some(auth.clone());
+        self.admit(&auth, route.operation, now).await?;
+        let body = match (form_body, body) {
+            (Some(form), _) => form,
+            (None, Some(body)) => {
+                let body = body.read(max_body).await?;
+                progress.body_bytes = body.len();
+                body
             }
-        }
-        Ok(())
+            (None, None) => Bytes::new(),
+        };
+        self.run(route, &auth, &body, &params).await
     }
 
-    async fn draw(
-        &self,
-        auth: &Authenticated,
-        kind: BudgetKind,
-        limit: u64,
-        now: i64,
-    ) -> Result<(u64, BudgetDecision)> {
-        if limit == 0 {
-            return Ok((limit, BudgetDecision::Admitted));
-        }
-        let decision = self
-            .services
-            .store
-            .consume_budget(&auth.key, kind, limit, now)
-            .await?;
-        Ok((limit, decision))
+    /// Admits an authenticated request, in the order that keeps a replay or a flood cheap:
+    /// a budget this process already saw spent refuses at once, recording nothing; the
+    /// nonce is recorded next, so a replay is a 401 that spends no budget; the budget is
+    /// drawn last. Every operation, a read too, runs only after all three (a list may read
+    /// thousands of items). This costs one more store round trip than drawing the budget
+    /// alongside the nonce, where the budget is drawn from the store at all (the embedded
+    /// store counts in memory; DynamoDB instances draw large budgets in chunks).
+    async fn admit(&self, auth: &Authenticated, operation: Operation, now: i64) -> Result<()> {
+        let settings = self.services.config.budgets;
+        self.budgets
+            .refuse_if_spent(settings, &auth.key, operation, now)?;
+        auth::record_nonce(self.services.store.as_ref(), auth, now).await?;
+        self.budgets
+            .draw(self.services.store.as_ref(), settings, auth, operation, now)
+            .await
     }
 
     async fn run(
         &self,
         route: Route,
         auth: &Authenticated,
-        req: &Request<Bytes>,
+        body: &[u8],
         params: &[(String, String)],
     ) -> Result<Response<Bytes>> {
         let caller = &auth.caller;
@@ -254,14 +271,12 @@ impl App {
         let reply = match route.operation {
             Operation::BusinessList => business::list(services, caller, params).await,
             Operation::BusinessGet => business::get(services, caller, id()?).await,
-            Operation::BusinessCreate => business::create(services, caller, req.body()).await,
-            Operation::BusinessUpdate => {
-                business::update(services, caller, id()?, req.body()).await
-            }
+            Operation::BusinessCreate => business::create(services, caller, body).await,
+            Operation::BusinessUpdate => business::update(services, caller, id()?, body).await,
             Operation::ImageList => image::list(services, caller, params).await,
             Operation::ImageGet => image::get(services, caller, id()?).await,
             Operation::ImageUpload => match &services.uploads {
-                Some(uploads) => uploads.upload(services, caller, req.body()).await,
+                Some(uploads) => uploads.upload(services, caller, body).await,
                 None => Err(ApiError::internal(
                     "no image uploads here: a build without the `images` feature, or no file \
                      store (SITEHOST_BUCKET)",

@@ -4,18 +4,19 @@
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Response, StatusCode};
 use serde_json::Value;
 
 use crate::auth::oauth1;
 use crate::error::{ApiError, Result};
 
 pub mod app;
+pub mod budgets;
 pub mod lambda;
 pub mod logging;
 pub mod request_log;
 
-pub use app::App;
+pub use app::{App, RequestBody};
 
 /// The platform's ids of a request, when it runs on Lambda: API Gateway's request id and
 /// the invocation's. The Lambda adapter puts them in the request's extensions; elsewhere
@@ -27,13 +28,13 @@ pub struct PlatformIds {
 }
 
 /// A header's value, if present and visible ASCII.
-pub fn header<'a>(req: &'a Request<Bytes>, name: &str) -> Option<&'a str> {
-    req.headers().get(name).and_then(|v| v.to_str().ok())
+pub fn header<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// The request's query parameters, decoded, in order.
-pub fn query_params(req: &Request<Bytes>) -> Result<Vec<(String, String)>> {
-    oauth1::parse_query(req.uri().query().unwrap_or_default())
+pub fn query_params(uri: &http::Uri) -> Result<Vec<(String, String)>> {
+    oauth1::parse_query(uri.query().unwrap_or_default())
         .map_err(|_| ApiError::invalid("The query string is not valid UTF-8 once percent-decoded."))
 }
 

@@ -68,6 +68,18 @@ pub fn candidate_base_uris(
 /// operation takes a form body, so this only bounds what parsing one may cost.
 pub const MAX_FORM_BODY_BYTES: usize = 64 * 1024;
 
+/// Whether a request's body is form-encoded (`application/x-www-form-urlencoded`): its
+/// parameters are signed, so it is read before the signature is checked.
+pub fn is_form(content_type: Option<&str>) -> bool {
+    content_type
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| {
+            media
+                .trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        })
+}
+
 /// The non-oauth parameters a request is signed with: the query's, then a form-encoded
 /// body's (`Content-Type: application/x-www-form-urlencoded`), as RFC 5849 3.4.1.3.1 and
 /// oauthlib have it. Any other body (JSON) is not signed.
@@ -77,15 +89,8 @@ pub fn signed_params(
     body: &[u8],
 ) -> crate::Result<Vec<(String, String)>> {
     use crate::error::ApiError;
-    let is_form = content_type
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|media| {
-            media
-                .trim()
-                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        });
     let mut params = query.to_vec();
-    if is_form && !body.is_empty() {
+    if is_form(content_type) && !body.is_empty() {
         if body.len() > MAX_FORM_BODY_BYTES {
             return Err(ApiError::TooLarge(format!(
                 "a form-encoded body is signed and may have at most {MAX_FORM_BODY_BYTES} bytes"

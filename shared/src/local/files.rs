@@ -40,16 +40,17 @@ impl LocalFiles {
         Some(self.root.join(candidate))
     }
 
-    /// Reads a stored file for serving: its bytes and content type.
-    pub async fn read(&self, path: &str) -> Option<(Bytes, &'static str)> {
+    /// Opens a stored file for serving, to be streamed (never read whole): the open file,
+    /// its length and its content type.
+    pub async fn open_file(&self, path: &str) -> Option<(tokio::fs::File, u64, &'static str)> {
         let file = self.resolve(path)?;
         // Symlinks could point outside the root; only regular files under it are served.
         let meta = tokio::fs::symlink_metadata(&file).await.ok()?;
         if !meta.is_file() {
             return None;
         }
-        let bytes = tokio::fs::read(&file).await.ok()?;
-        Some((Bytes::from(bytes), content_type_of(path)))
+        let opened = tokio::fs::File::open(&file).await.ok()?;
+        Some((opened, meta.len(), content_type_of(path)))
     }
 }
 
@@ -180,10 +181,10 @@ mod tests {
             .put("img/upload/a.jpg", Bytes::from_static(b"x"), "image/jpeg")
             .await
             .is_err());
-        let (bytes, ct) = files.read("/img/upload/a.jpg").await.expect("read");
-        assert_eq!((&bytes[..], ct), (&b"abc"[..], "image/jpeg"));
+        let (_, len, ct) = files.open_file("/img/upload/a.jpg").await.expect("open");
+        assert_eq!((len, ct), (3, "image/jpeg"));
         files.delete("img/upload/a.jpg").await.expect("delete");
-        assert!(files.read("img/upload/a.jpg").await.is_none());
+        assert!(files.open_file("img/upload/a.jpg").await.is_none());
         files
             .delete("img/upload/a.jpg")
             .await

@@ -1,49 +1,61 @@
 //! The local HTTP server of `sitehost serve`: hyper in front of the same `App` the Lambda
-//! functions use, with the limits a server facing slow and heavy clients needs (on Lambda,
-//! API Gateway sets them): a deadline for the request head and one for the body, and a
-//! bound on image uploads processed at once.
+//! functions use, with the limits a server facing slow, heavy and numerous clients needs
+//! (on Lambda, API Gateway and CloudFront set them):
+//! - a cap on open connections, below the file descriptor limit; past it a new connection
+//!   is answered 503 and closed at once, and accept errors back off instead of spinning;
+//! - a deadline for the request head, one for the body, and one for every write;
+//! - a request body is read only once the request is admitted (signature, nonce, budget),
+//!   so an unsigned or replayed request never has its body buffered;
+//! - stored files are streamed from disk in bounded chunks.
+//!
+//! Image uploads bound their own fetches and pipeline runs (`upload::slots`).
 
 use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONNECTION};
+use futures_util::TryStreamExt;
+use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, X_CONTENT_TYPE_OPTIONS};
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Body, Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_io_timeout::TimeoutStream;
 
-use crate::api::{error_response, route, App, Operation};
-use crate::config::StoreKind;
+use crate::api::app::body_too_large;
+use crate::api::{error_response, App, RequestBody};
+use crate::config::{ServerLimits, StoreKind};
 use crate::error::{ApiError, Result};
 use crate::local::files::LocalFiles;
 
-/// What a refused upload is told to wait before trying again.
-const UPLOAD_RETRY_AFTER_SECS: u64 = 2;
+/// A response as hyper sends it: a whole body in memory, or a file streamed from disk.
+type ServedBody = BoxBody<Bytes, std::io::Error>;
 
-pub use crate::config::ServerLimits;
-
-/// What every connection shares: the app, the limits and the upload slots.
+/// What every connection shares: the app, the limits and the stored files.
 struct Shared {
     app: Arc<App>,
     /// The embedded store's files, served as the local frontend host.
     local_files: Option<LocalFiles>,
     limits: ServerLimits,
-    upload_slots: Arc<Semaphore>,
-    /// Uploads admitted at all, running or waiting: bounds the bodies held while waiting.
-    upload_queue: Arc<Semaphore>,
 }
+
+/// Stored files are sent in chunks of this size: what a stalled reader holds is bounded.
+const FILE_CHUNK_BYTES: usize = 64 * 1024;
 
 /// A stored file, when `sitehost serve` is the frontend host: `GET /img/upload/x.jpg`.
 async fn serve_file(
     files: Option<&LocalFiles>,
     method: &http::Method,
     path: &str,
-) -> Option<Response<Bytes>> {
+) -> Option<Response<ServedBody>> {
     let files = files?;
     if path.starts_with("/api/") || !(method == http::Method::GET || method == http::Method::HEAD) {
         return None;
@@ -51,59 +63,77 @@ async fn serve_file(
     let decoded = percent_encoding::percent_decode_str(path)
         .decode_utf8()
         .ok()?;
-    Some(match files.read(&decoded).await {
-        Some((bytes, content_type)) => super::file_response(
-            method,
-            content_type,
-            crate::store::files::CACHE_CONTROL,
-            bytes,
-        ),
-        None => error_response(&ApiError::NotFound(format!("no file at {path}"))),
-    })
+    let Some((file, len, content_type)) = files.open_file(&decoded).await else {
+        let missing = error_response(&ApiError::NotFound(format!("no file at {path}")));
+        return Some(missing.map(whole));
+    };
+    let head = super::file_response(
+        method,
+        content_type,
+        crate::store::files::CACHE_CONTROL,
+        Bytes::new(),
+    );
+    let (mut parts, _) = head.into_parts();
+    parts.headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    let body = if method == http::Method::HEAD {
+        whole(Bytes::new())
+    } else {
+        let chunks = tokio_util::io::ReaderStream::with_capacity(file, FILE_CHUNK_BYTES);
+        BodyExt::boxed(StreamBody::new(chunks.map_ok(Frame::data)))
+    };
+    Some(Response::from_parts(parts, body))
 }
 
-/// How many uploads may wait for a slot per slot: each waiting upload holds its body (up to
-/// the body limit) in memory, so the queue is bounded too and past it the answer is at once.
-const UPLOAD_WAITERS_PER_SLOT: usize = 4;
+fn whole(bytes: Bytes) -> ServedBody {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
 
-/// A slot for an image upload, waiting at most `upload_wait` for one; refused at once when
-/// the queue is full. Both permits are held until the response is made.
-async fn upload_slot(shared: &Shared) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
-    let queued = Arc::clone(&shared.upload_queue).try_acquire_owned();
-    let waiting = Arc::clone(&shared.upload_slots).acquire_owned();
-    let slot = match queued {
-        Ok(queued) => tokio::time::timeout(shared.limits.upload_wait, waiting)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .map(|slot| (queued, slot)),
-        Err(_) => None,
-    };
-    match slot {
-        Some(permits) => Ok(permits),
-        // Timed out, or the queue is full (the semaphores are never closed).
-        None => {
-            tracing::warn!(
-                max_uploads = shared.limits.max_uploads,
-                "image upload refused: every upload slot stayed busy"
-            );
-            Err(ApiError::Unavailable {
-                message: format!(
-                    "The server is processing as many image uploads as it allows ({}); \
-                     retry in a moment.",
-                    shared.limits.max_uploads
-                ),
-                retry_after_secs: UPLOAD_RETRY_AFTER_SECS,
-            })
+/// A request body still on the connection: read, within the body deadline, only when the
+/// app asks for it.
+struct ConnectionBody {
+    body: Incoming,
+    timeout: Duration,
+    /// Set once reading starts: an unread body makes the connection unusable.
+    read: Arc<AtomicBool>,
+}
+
+#[async_trait::async_trait]
+impl RequestBody for ConnectionBody {
+    fn known_len(&self) -> Option<u64> {
+        self.body.size_hint().exact()
+    }
+
+    async fn read(self, limit: usize) -> Result<Bytes> {
+        self.read.store(true, Ordering::Relaxed);
+        // Read at most one byte past the limit, so a huge body is refused without
+        // buffering it, and within the body deadline, so a trickling one cannot hold the
+        // connection.
+        let reading = Limited::new(self.body, limit).collect();
+        match tokio::time::timeout(self.timeout, reading).await {
+            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+            Ok(Err(err))
+                if err
+                    .downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                Err(body_too_large(limit))
+            }
+            Ok(Err(_)) => Err(ApiError::invalid("The request body could not be read.")),
+            Err(_) => {
+                tracing::warn!("request body not received in time");
+                Err(ApiError::RequestTimeout(format!(
+                    "The request body was not received within {} s.",
+                    self.timeout.as_secs_f64()
+                )))
+            }
         }
     }
 }
 
-async fn serve_one(shared: &Shared, req: Request<Incoming>) -> Response<Bytes> {
-    let app = &shared.app;
+async fn serve_one(shared: &Shared, req: Request<Incoming>) -> Response<ServedBody> {
     // The API reference (`/api/v2/openapi.json`, `/docs/`): public, so before any signing.
     if let Some(response) = crate::local::docs::serve(req.method(), req.uri().path()) {
-        return response;
+        return response.map(whole);
     }
     if let Some(response) =
         serve_file(shared.local_files.as_ref(), req.method(), req.uri().path()).await
@@ -111,80 +141,94 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> Response<Bytes> {
         return response;
     }
     let (parts, body) = req.into_parts();
-    // Read at most one byte past the limit, so a huge body is refused without buffering
-    // it, and within the body deadline, so a trickling one cannot hold the connection.
-    let reading = Limited::new(body, app.services.config.max_body_bytes).collect();
-    let body = match tokio::time::timeout(shared.limits.body_timeout, reading).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(err))
-            if err
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            return error_response(&ApiError::TooLarge(format!(
-                "the request body is over {} bytes",
-                app.services.config.max_body_bytes
-            )));
-        }
-        Ok(Err(_)) => {
-            return error_response(&ApiError::invalid("The request body could not be read."))
-        }
-        Err(_) => {
-            tracing::warn!(
-                method = %parts.method,
-                path = %parts.uri.path(),
-                "request body not received in time"
-            );
-            return error_response(&ApiError::RequestTimeout(format!(
-                "The request body was not received within {} s.",
-                shared.limits.body_timeout.as_secs_f64()
-            )));
-        }
+    let has_body = body.size_hint().exact() != Some(0);
+    let read = Arc::new(AtomicBool::new(false));
+    let body = ConnectionBody {
+        body,
+        timeout: shared.limits.body_timeout,
+        read: Arc::clone(&read),
     };
-    // Held until the response is made. Taken after the body is in, so only requests that
-    // arrived whole queue for a slot (a slow client holds none).
-    let _upload_slot = if route(&parts.method, parts.uri.path())
-        .is_ok_and(|r| r.operation == Operation::ImageUpload)
-    {
-        match upload_slot(shared).await {
-            Ok(permit) => Some(permit),
-            Err(err) => return error_response(&err),
-        }
-    } else {
-        None
-    };
-    app.handle(Request::from_parts(parts, body)).await
-}
-
-fn to_hyper(response: Response<Bytes>) -> Response<Full<Bytes>> {
-    let mut out = response.map(Full::new);
-    if matches!(
-        out.status(),
+    let mut response = shared.app.handle_head(parts, body).await;
+    let unusable = matches!(
+        response.status(),
         StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
-    ) {
+    );
+    if unusable || (has_body && !read.load(Ordering::Relaxed)) {
         // The unread rest of the body makes the connection unusable.
-        out.headers_mut()
+        response
+            .headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    out
+    response.map(whole)
 }
 
-/// Accepts connections until `shutdown` completes, with the default [`ServerLimits`].
+/// What a connection over the cap is told, written in one go before it is closed: no
+/// task, no parsing, no timer.
+const BUSY_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/json\r\n\
+retry-after: 1\r\n\
+connection: close\r\n\
+content-length: 73\r\n\
+\r\n\
+{\"error\": \"The server has as many connections open as it allows; retry.\"}";
+
+/// Waits after a failed `accept` (out of file descriptors, out of memory) before the
+/// next, doubling from 5 ms to 1 s, and logs the failures at most once a second: a
+/// failure that repeats at once would spin a core and flood the log.
+#[derive(Debug)]
+pub struct AcceptBackoff {
+    delay: Duration,
+    last_logged: Option<Instant>,
+    unlogged: u64,
+}
+
+impl Default for AcceptBackoff {
+    fn default() -> Self {
+        AcceptBackoff {
+            delay: Self::FIRST,
+            last_logged: None,
+            unlogged: 0,
+        }
+    }
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(5);
+    const MOST: Duration = Duration::from_secs(1);
+    const LOG_EVERY: Duration = Duration::from_secs(1);
+
+    /// Records a failure: whether to log it now (with how many went unlogged before), and
+    /// how long to wait.
+    pub fn failed(&mut self, now: Instant) -> (Option<u64>, Duration) {
+        let delay = self.delay;
+        self.delay = (self.delay * 2).min(Self::MOST);
+        let due = self
+            .last_logged
+            .is_none_or(|at| now.duration_since(at) >= Self::LOG_EVERY);
+        let log = if due {
+            self.last_logged = Some(now);
+            Some(std::mem::take(&mut self.unlogged))
+        } else {
+            self.unlogged += 1;
+            None
+        };
+        (log, delay)
+    }
+
+    /// A connection was accepted: the next failure waits the shortest time again.
+    pub fn succeeded(&mut self) {
+        self.delay = Self::FIRST;
+    }
+}
+
+/// Accepts connections until `shutdown` completes, within the limits of the app's
+/// configuration (`config.server`, which the upload slots follow too).
 pub async fn serve(
     app: Arc<App>,
     listener: TcpListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    serve_with_limits(app, listener, ServerLimits::default(), shutdown).await
-}
-
-/// Accepts connections until `shutdown` completes.
-pub async fn serve_with_limits(
-    app: Arc<App>,
-    listener: TcpListener,
-    limits: ServerLimits,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
+    let limits = app.services.config.server.clone();
     // HTTP/1.1 only (the API's clients and API Gateway's contract). hyper enforces the
     // header deadline itself, given a timer.
     let mut builder = http1::Builder::new();
@@ -203,45 +247,115 @@ pub async fn serve_with_limits(
         },
         StoreKind::DynamoDb { .. } => None,
     };
+    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let shared = Arc::new(Shared {
         app,
         local_files,
-        upload_slots: Arc::new(Semaphore::new(limits.max_uploads.max(1))),
-        upload_queue: Arc::new(Semaphore::new(
-            limits
-                .max_uploads
-                .max(1)
-                .saturating_mul(1 + UPLOAD_WAITERS_PER_SLOT)
-                .min(Semaphore::MAX_PERMITS),
-        )),
         limits,
     });
+    let mut backoff = AcceptBackoff::default();
     tokio::pin!(shutdown);
     loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(err) => {
-                    tracing::warn!(error = %err, "accept failed");
-                    continue;
-                }
-            },
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff.succeeded();
+                stream
+            }
+            Err(err) => {
+                let (log, delay) = backoff.failed(Instant::now());
+                if let Some(unlogged) = log {
+                    tracing::warn!(error = %err, unlogged, retry_in_ms = delay.as_millis() as u64, "accept failed");
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => continue,
+                    () = &mut shutdown => break,
+                }
+            }
+        };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            // Best effort and never waiting: a client that cannot take 200 bytes at once
+            // gets the close alone.
+            let _ = stream.try_write(BUSY_RESPONSE);
+            continue;
         };
         let _ = stream.set_nodelay(true);
         let shared = Arc::clone(&shared);
         let builder = Arc::clone(&builder);
         tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let shared = Arc::clone(&shared);
-                async move { Ok::<_, Infallible>(to_hyper(serve_one(&shared, req).await)) }
-            });
-            if let Err(err) = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(error = %err, "connection ended with an error");
-            }
+            let _permit = permit;
+            serve_connection(shared, &builder, stream).await;
         });
+    }
+}
+
+async fn serve_connection(shared: Arc<Shared>, builder: &http1::Builder, stream: TcpStream) {
+    // A write that makes no progress for `write_timeout` fails the connection: a client
+    // that stops reading holds its buffers and its slot no longer.
+    let mut stream = TimeoutStream::new(stream);
+    stream.set_write_timeout(Some(shared.limits.write_timeout));
+    let stream: Pin<Box<TimeoutStream<TcpStream>>> = Box::pin(stream);
+    let service = service_fn(move |req| {
+        let shared = Arc::clone(&shared);
+        async move {
+            let mut response = serve_one(&shared, req).await;
+            // As the deployed frontend (CloudFront's response headers policy): a browser
+            // never second-guesses the type of a stored file or an answer.
+            response
+                .headers_mut()
+                .insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+            Ok::<_, Infallible>(response)
+        }
+    });
+    if let Err(err) = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        tracing::debug!(error = %err, "connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_failures_back_off_and_log_once_a_second() {
+        let mut backoff = AcceptBackoff::default();
+        let start = Instant::now();
+        let mut logged = Vec::new();
+        let mut waited = Duration::ZERO;
+        let mut now = start;
+        for _ in 0..20 {
+            let (log, delay) = backoff.failed(now);
+            if let Some(unlogged) = log {
+                logged.push(unlogged);
+            }
+            waited += delay;
+            now += delay;
+        }
+        // 5, 10, ... ms, then 1 s each: 20 failures take about 14 s, not a busy loop.
+        assert!(waited > Duration::from_secs(10), "{waited:?}");
+        assert_eq!(backoff.failed(now).1, AcceptBackoff::MOST);
+        // The first failure is logged, then about one a second, each with the count it
+        // stands for.
+        assert_eq!(logged.first(), Some(&0));
+        assert!(logged.len() < 20 && logged.len() > 5, "{logged:?}");
+        assert_eq!(logged.iter().sum::<u64>() + logged.len() as u64, 20);
+        backoff.succeeded();
+        assert_eq!(backoff.failed(now).1, AcceptBackoff::FIRST);
+    }
+
+    #[test]
+    fn the_busy_answer_is_well_formed() {
+        let text = std::str::from_utf8(BUSY_RESPONSE).expect("ascii");
+        let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+        assert!(head.contains(&format!("content-length: {}", body.len())));
+        let json: serde_json::Value = serde_json::from_str(body).expect("json");
+        assert!(json["error"].is_string());
+        assert!(text.contains("content-type: application/json"));
     }
 }

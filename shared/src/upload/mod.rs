@@ -29,16 +29,19 @@ use crate::operations::{ImageUploads, Reply, Services};
 use crate::store::files::SharedFiles;
 use fetch::Fetcher;
 use pipeline::Processed;
+use slots::UploadSlots;
 
 pub mod fetch;
 pub mod pipeline;
 pub mod s3;
+pub mod slots;
 pub mod sweep;
 
 /// The upload operation with what it needs beyond [`Services`]: built once per cold start.
 pub struct Uploads {
     fetcher: Fetcher,
     files: SharedFiles,
+    slots: UploadSlots,
 }
 
 impl Uploads {
@@ -46,6 +49,7 @@ impl Uploads {
         Ok(Uploads {
             fetcher: Fetcher::new(config.fetch.clone())?,
             files,
+            slots: UploadSlots::new(&config.server),
         })
     }
 }
@@ -327,6 +331,9 @@ async fn upload(
     // Each stage's time goes to the request log line, failed stages included.
     let (bytes, name) = match &request.source {
         Source::Url(url) => {
+            let _slot = uploads
+                .slots
+                .fetch(caller.account_id, services.config.fetch.total_timeout)?;
             let started = Instant::now();
             let fetched = uploads.fetcher.fetch(url).await;
             record_upload(|stats| stats.fetch = Some(started.elapsed()));
@@ -343,8 +350,16 @@ async fn upload(
     record_upload(|stats| stats.bytes = Some(bytes.len() as u64));
     let limits = services.config.image_limits;
     let original = bytes.clone();
+    // Only the pipeline holds a run slot; it is given back when the work ends, even if this
+    // request is dropped first.
+    let slot = uploads.slots.run().await?;
     let started = Instant::now();
-    let joined = tokio::task::spawn_blocking(move || pipeline::process(&bytes, &limits)).await;
+    let joined = tokio::task::spawn_blocking(move || {
+        let processed = pipeline::process(&bytes, &limits);
+        drop(slot);
+        processed
+    })
+    .await;
     record_upload(|stats| stats.pipeline = Some(started.elapsed()));
     let processed = match joined {
         Ok(result) => result?,

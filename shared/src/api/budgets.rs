@@ -1,0 +1,189 @@
+//! Per-key budgets as the API draws on them, after a request's nonce has proven it fresh:
+//! every request against the request budget, an upload against the upload budget as well.
+//!
+//! A refusal is remembered in this process until its window ends, so every later request of
+//! that key and kind in the window is refused at once: no nonce is recorded and no store is
+//! called for it. What a key's refused requests cost the stores is then O(1) per key, kind,
+//! window and process (one nonce, one budget draw), however fast they come.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use crate::api::Operation;
+use crate::auth::Authenticated;
+use crate::config::RequestBudgets;
+use crate::error::{ApiError, Result};
+use crate::store::{budget_window, BudgetDecision, BudgetKind, BudgetStore};
+
+/// The keys and kinds this process saw refused in the current window.
+#[derive(Default)]
+struct Refused {
+    window: i64,
+    spent: HashSet<(String, BudgetKind)>,
+}
+
+/// What an [`crate::api::App`] knows of budgets beyond the store: which are spent this
+/// minute. Holds at most one entry per key refused in the current window.
+#[derive(Default)]
+pub struct Budgets {
+    refused: Mutex<Refused>,
+}
+
+/// The budgets a request of `operation` draws on, with their limits (0 = unlimited).
+fn drawn(settings: RequestBudgets, operation: Operation) -> [(BudgetKind, u64); 2] {
+    let uploads = if operation == Operation::ImageUpload {
+        settings.uploads_per_minute
+    } else {
+        0
+    };
+    // The narrower budget first: an upload refused by both is told about uploads.
+    [
+        (BudgetKind::Uploads, uploads),
+        (BudgetKind::Requests, settings.requests_per_minute),
+    ]
+}
+
+fn over_budget(kind: BudgetKind, limit: u64, retry_after: u64) -> ApiError {
+    let what = match kind {
+        BudgetKind::Requests => "requests",
+        BudgetKind::Uploads => "image uploads",
+    };
+    ApiError::TooManyRequests {
+        message: format!(
+            "This key is over its budget of {limit} {what} a minute; retry after {retry_after} \
+             seconds."
+        ),
+        retry_after_secs: retry_after,
+    }
+}
+
+impl Budgets {
+    /// A 429 for a request whose budget this process already saw spent in the current
+    /// window; costs a lock and a hash lookup, and records nothing.
+    pub fn refuse_if_spent(
+        &self,
+        settings: RequestBudgets,
+        key: &str,
+        operation: Operation,
+        now: i64,
+    ) -> Result<()> {
+        let (window, retry_after) = budget_window(now);
+        // The lock guards a plain set, consistent even after a panic elsewhere.
+        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        if refused.window != window {
+            return Ok(());
+        }
+        for (kind, limit) in drawn(settings, operation) {
+            if limit > 0 && refused.spent.contains(&(key.to_string(), kind)) {
+                return Err(over_budget(kind, limit, retry_after));
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts the request against its key's budgets (both at once for an upload). A budget
+    /// of 0 is unlimited and costs nothing. Over either budget is a 429, remembered for the
+    /// rest of the window.
+    pub async fn draw(
+        &self,
+        store: &dyn BudgetStore,
+        settings: RequestBudgets,
+        auth: &Authenticated,
+        operation: Operation,
+        now: i64,
+    ) -> Result<()> {
+        let [(first, first_limit), (second, second_limit)] = drawn(settings, operation);
+        let draw = |kind: BudgetKind, limit: u64| async move {
+            if limit == 0 {
+                return Ok(BudgetDecision::Admitted);
+            }
+            store.consume_budget(&auth.key, kind, limit, now).await
+        };
+        let decisions = tokio::try_join!(draw(first, first_limit), draw(second, second_limit))?;
+        for (kind, limit, decision) in [
+            (first, first_limit, decisions.0),
+            (second, second_limit, decisions.1),
+        ] {
+            if let BudgetDecision::Refused { retry_after } = decision {
+                tracing::info!(
+                    account_id = auth.caller.account_id,
+                    budget = kind.name(),
+                    limit,
+                    retry_after,
+                    "request over budget"
+                );
+                self.remember_spent(&auth.key, kind, now);
+                return Err(over_budget(kind, limit, retry_after));
+            }
+        }
+        Ok(())
+    }
+
+    fn remember_spent(&self, key: &str, kind: BudgetKind, now: i64) {
+        let (window, _) = budget_window(now);
+        let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        if refused.window < window {
+            *refused = Refused {
+                window,
+                spent: HashSet::new(),
+            };
+        }
+        if refused.window == window {
+            refused.spent.insert((key.to_string(), kind));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: RequestBudgets = RequestBudgets {
+        requests_per_minute: 10,
+        uploads_per_minute: 2,
+    };
+
+    #[test]
+    fn a_spent_budget_refuses_until_its_window_ends_and_forgets_older_windows() {
+        let budgets = Budgets::default();
+        budgets.remember_spent("k", BudgetKind::Uploads, 600);
+        let refused = budgets.refuse_if_spent(LIMITS, "k", Operation::ImageUpload, 659);
+        assert!(
+            matches!(
+                refused,
+                Err(ApiError::TooManyRequests {
+                    retry_after_secs: 1,
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        // Other operations, other keys and the next window are not refused.
+        assert!(budgets
+            .refuse_if_spent(LIMITS, "k", Operation::ImageList, 630)
+            .is_ok());
+        assert!(budgets
+            .refuse_if_spent(LIMITS, "other", Operation::ImageUpload, 630)
+            .is_ok());
+        assert!(budgets
+            .refuse_if_spent(LIMITS, "k", Operation::ImageUpload, 660)
+            .is_ok());
+        budgets.remember_spent("k2", BudgetKind::Requests, 660);
+        let refused = budgets.refused.lock().expect("lock");
+        assert_eq!(refused.window, 660);
+        assert_eq!(refused.spent.len(), 1, "the older window's entry is gone");
+    }
+
+    #[test]
+    fn an_unlimited_budget_is_never_refused() {
+        let budgets = Budgets::default();
+        budgets.remember_spent("k", BudgetKind::Requests, 600);
+        let unlimited = RequestBudgets {
+            requests_per_minute: 0,
+            uploads_per_minute: 0,
+        };
+        assert!(budgets
+            .refuse_if_spent(unlimited, "k", Operation::BusinessList, 601)
+            .is_ok());
+    }
+}
