@@ -102,12 +102,36 @@ impl Pixels {
     }
 }
 
+/// Room a decoder gets beyond the decoded pixels, for what it keeps of the file's metadata
+/// and its scratch buffers: the PNG chunks the png crate holds (PLTE, tRNS, eXIf, ...) and
+/// its output row (16,384 pixels at 4 bytes: 64 KiB). 1 MiB is over ten times what a real
+/// file needs there: EXIF is at most 64 KiB in a JPEG and is copied as is into PNGs.
+pub(super) const DECODER_ALLOWANCE: u64 = 1 << 20;
+
+/// The most one decode may allocate: its pixels at `bytes_per_pixel` plus
+/// [`DECODER_ALLOWANCE`]. Derived from each image's own size, not from the largest allowed
+/// image, so a small image cannot make the decoder allocate like a large one.
+pub(super) fn decode_budget(width: u32, height: u32, bytes_per_pixel: u64) -> u64 {
+    u64::from(width)
+        .saturating_mul(u64::from(height))
+        .saturating_mul(bytes_per_pixel)
+        .saturating_add(DECODER_ALLOWANCE)
+}
+
+/// 413 for a decode that would allocate more than its budget.
+fn over_budget(what: impl std::fmt::Display) -> ApiError {
+    ApiError::TooLarge(format!(
+        "the image needs more memory to decode than its size allows: {what}"
+    ))
+}
+
 /// Decodes the whole image once (the first frame of an animation), in stored orientation.
 /// The header has already been checked against the limits; each decoder's own idea of the
 /// size, read after its header parse, is checked again before it allocates a pixel buffer.
 pub(super) fn decode(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
     let pixels = match header.format {
         ImageFormat::Jpeg => decode_jpeg(bytes, header, limits)?,
+        ImageFormat::Png => decode_png(bytes, header, limits)?,
         format => decode_with_image(bytes, format, header, limits)?,
     };
     // The decoded buffer is the size both checks saw.
@@ -176,7 +200,66 @@ fn decode_jpeg(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels>
     Ok(pixels)
 }
 
-/// PNG, GIF (first frame) and WebP through `image`, under its memory limits.
+/// The png crate directly (the decoder `image` uses), for three things `image` does not
+/// offer: it decodes straight to 8 bits a channel (`STRIP_16`: each 16-bit row is reduced
+/// as it is unfiltered, so a 16-bit image never exists at 16 bits in memory, and palettes
+/// and low bit depths are expanded, `EXPAND`), it skips the iCCP and text chunks the
+/// variants never carry (`image` inflates the ICC profile), and it stops at the end of
+/// the first image's data. Its own allocations (kept chunks, row buffers) are limited to
+/// the budget left after the output buffer, which is allocated here at 8 bits a channel.
+fn decode_png(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
+    let refused = |e: png::DecodingError| match e {
+        png::DecodingError::LimitsExceeded => over_budget("the PNG decoder's limit"),
+        png::DecodingError::IoError(_) | png::DecodingError::Format(_) => {
+            bad_upload(format!("the PNG is truncated, corrupt or unsupported: {e}"))
+        }
+        png::DecodingError::Parameter(_) => {
+            ApiError::from(anyhow::Error::new(e).context("decoding a PNG"))
+        }
+    };
+    let mut decoder = png::Decoder::new(Cursor::new(bytes));
+    decoder.set_ignore_iccp_chunk(true);
+    decoder.set_ignore_text_chunk(true);
+    decoder.set_transformations(png::Transformations::normalize_to_color8());
+    decoder.set_limits(png::Limits {
+        bytes: usize::try_from(DECODER_ALLOWANCE).unwrap_or(usize::MAX),
+    });
+    let info = decoder.read_header_info().map_err(refused)?;
+    let (width, height) = (info.width, info.height);
+    agree(header, width, height)?;
+    limits.check(width, height)?;
+    let mut reader = decoder.read_info().map_err(refused)?;
+    let layout = match reader.output_color_type() {
+        (png::ColorType::Grayscale, png::BitDepth::Eight) => Layout::L8,
+        (png::ColorType::GrayscaleAlpha, png::BitDepth::Eight) => Layout::La8,
+        (png::ColorType::Rgb, png::BitDepth::Eight) => Layout::Rgb8,
+        (png::ColorType::Rgba, png::BitDepth::Eight) => Layout::Rgba8,
+        other => {
+            return Err(ApiError::internal(format!(
+                "png decodes to {other:?} despite normalize_to_color8"
+            )))
+        }
+    };
+    let size = width as usize * height as usize * layout.channels();
+    if reader.output_buffer_size() != Some(size) {
+        return Err(ApiError::internal(format!(
+            "png wants {:?} bytes for {width}x{height} {layout:?}",
+            reader.output_buffer_size()
+        )));
+    }
+    let mut data = vec![0; size];
+    reader.next_frame(&mut data).map_err(refused)?;
+    Ok(Pixels {
+        width,
+        height,
+        layout,
+        data,
+    })
+}
+
+/// GIF (first frame) and WebP through `image`, with an allocation limit derived from the
+/// image's size: the decoded RGBA image, once more for a GIF's frame buffer, and the
+/// allowance.
 fn decode_with_image(
     bytes: &[u8],
     format: ImageFormat,
@@ -190,9 +273,7 @@ fn decode_with_image(
         ImageFormat::Jpeg => ::image::ImageFormat::Jpeg,
     };
     let refused = |e: ImageError| match e {
-        ImageError::Limits(e) => ApiError::TooLarge(format!(
-            "the image needs more memory to decode than allowed: {e}"
-        )),
+        ImageError::Limits(e) => over_budget(e),
         ImageError::Decoding(_)
         | ImageError::Unsupported(_)
         | ImageError::IoError(_)
@@ -204,13 +285,26 @@ fn decode_with_image(
             anyhow::Error::new(other).context(format!("decoding a {}", format.name())),
         ),
     };
+    let bytes_per_pixel = match format {
+        ImageFormat::Gif => 8,
+        _ => 4,
+    };
+    let mut budget = ::image::Limits::default();
+    budget.max_image_width = Some(header.width);
+    budget.max_image_height = Some(header.height);
+    budget.max_alloc = Some(decode_budget(header.width, header.height, bytes_per_pixel));
     let mut reader = ImageReader::with_format(Cursor::new(bytes), image_format);
-    reader.limits(limits.decoder_limits());
+    reader.limits(budget.clone());
     // The header parse only: the size the decoder will allocate for, checked first.
-    let decoder = reader.into_decoder().map_err(refused)?;
+    let mut decoder = reader.into_decoder().map_err(refused)?;
     let (width, height) = ::image::ImageDecoder::dimensions(&decoder);
     agree(header, width, height)?;
     limits.check(width, height)?;
+    // The output buffer counts against the budget too (`ImageReader::decode` does the same).
+    budget
+        .reserve(::image::ImageDecoder::total_bytes(&decoder))
+        .map_err(refused)?;
+    ::image::ImageDecoder::set_limits(&mut decoder, budget).map_err(refused)?;
     let image = DynamicImage::from_decoder(decoder).map_err(refused)?;
     Ok(Pixels::from_dynamic(image))
 }

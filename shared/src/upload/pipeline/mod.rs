@@ -104,16 +104,6 @@ impl Limits {
         }
         Ok(())
     }
-
-    /// Memory limits for the `image` decoders, as a second line of defence: the largest
-    /// allowed image at 16-bit RGBA (8 bytes a pixel), and at least 64 MiB for small limits.
-    fn decoder_limits(&self) -> ::image::Limits {
-        let mut limits = ::image::Limits::default();
-        limits.max_image_width = Some(self.max_side);
-        limits.max_image_height = Some(self.max_side);
-        limits.max_alloc = Some(self.max_pixels.saturating_mul(8).max(64 << 20));
-        limits
-    }
 }
 
 /// What the header says, without decoding.

@@ -816,3 +816,228 @@ fn ordinary_progressive_jpeg_with_metadata_still_decodes() {
     let processed = process(&bytes, &Limits::default()).expect("processes");
     assert_eq!((processed.width, processed.height), (200, 300));
 }
+
+// Issue #21, item 5: memory bounded by the image. Each test below failed before: the
+// header check accepted the bombs and floods, the PNG decoder inflated the ICC profile up
+// to the 400 MB allocation limit, and a 16-bit image was decoded at 16 bits, then copied
+// to 8.
+
+/// Peak bytes allocated by the current thread while a closure runs: a counting global
+/// allocator for this test binary, which counts only on threads that are measuring (the
+/// decoders run on the calling thread).
+mod memory {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    struct Counting;
+
+    thread_local! {
+        static MEASURING: Cell<bool> = const { Cell::new(false) };
+        static NOW: Cell<isize> = const { Cell::new(0) };
+        static PEAK: Cell<isize> = const { Cell::new(0) };
+    }
+
+    fn count(delta: isize) {
+        // `try_with`: never panic inside the allocator (thread teardown).
+        let _ = MEASURING.try_with(|measuring| {
+            if measuring.get() {
+                let now = NOW.with(|n| {
+                    n.set(n.get() + delta);
+                    n.get()
+                });
+                PEAK.with(|p| p.set(p.get().max(now)));
+            }
+        });
+    }
+
+    // SAFETY: every call is passed on to `System` unchanged; only sizes are counted.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let ptr = unsafe { System.alloc(layout) };
+            if !ptr.is_null() {
+                count(layout.size() as isize);
+            }
+            ptr
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            let ptr = unsafe { System.alloc_zeroed(layout) };
+            if !ptr.is_null() {
+                count(layout.size() as isize);
+            }
+            ptr
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) };
+            count(-(layout.size() as isize));
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let new = unsafe { System.realloc(ptr, layout, new_size) };
+            if !new.is_null() {
+                count(new_size as isize - layout.size() as isize);
+            }
+            new
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    /// Runs `f` and returns its result with the most bytes this thread had allocated (and
+    /// not freed) at any point during it.
+    pub fn peak<T>(f: impl FnOnce() -> T) -> (T, usize) {
+        NOW.with(|n| n.set(0));
+        PEAK.with(|p| p.set(0));
+        MEASURING.with(|m| m.set(true));
+        let result = f();
+        MEASURING.with(|m| m.set(false));
+        (result, PEAK.with(|p| p.get()).max(0) as usize)
+    }
+}
+
+/// Decodes with the header as the check reads it, or as given, bypassing the check.
+fn decode_peak(bytes: &[u8], header: sniff::Header) -> (Result<codec::Pixels>, usize) {
+    memory::peak(|| codec::decode(bytes, &header, &Limits::default()))
+}
+
+fn png_header_of(width: u32, height: u32) -> sniff::Header {
+    sniff::Header {
+        format: ImageFormat::Png,
+        width,
+        height,
+        orientation: 1,
+        jpeg_scan: None,
+    }
+}
+
+/// `chunks` inserted right after the IHDR of `png` (8 signature + 25 IHDR bytes).
+fn with_chunks(mut png: Vec<u8>, chunks: &[Vec<u8>]) -> Vec<u8> {
+    let extra: Vec<u8> = chunks.iter().flatten().copied().collect();
+    png.splice(33..33, extra);
+    png
+}
+
+const MIB: usize = 1 << 20;
+
+#[test]
+fn png_iccp_bomb_is_refused_while_scanning_the_header() {
+    // 1x1 with a profile inflating to 16 MiB (16 KB of file), and to just over 1 MiB.
+    for inflated in [16 * MIB, MIB + 1] {
+        let bytes = hostile::png_iccp_bomb(inflated);
+        let start = Instant::now();
+        let err = inspect(&bytes, &Limits::default()).expect_err("iCCP bomb");
+        assert!(start.elapsed() < Duration::from_millis(500));
+        assert_eq!(err.status(), 400);
+        assert!(
+            message(&err).contains("iCCP chunk inflates to more than 1024 KiB"),
+            "{}",
+            message(&err)
+        );
+        assert_refused(&bytes, "iCCP chunk inflates to more than");
+    }
+}
+
+#[test]
+fn png_compressed_text_bombs_are_refused() {
+    for (chunk, name) in [
+        (hostile::png_ztxt(16 * MIB), "zTXt"),
+        (hostile::png_itxt(16 * MIB), "iTXt"),
+    ] {
+        let bytes = hostile::png_zeros(1, 1, 8, 2, &[chunk]);
+        assert_refused(&bytes, &format!("{name} chunk inflates to more than"));
+    }
+    // Each under the bound, but too much together.
+    let chunks: Vec<Vec<u8>> = (0..5).map(|_| hostile::png_ztxt(MIB)).collect();
+    assert_refused(
+        &hostile::png_zeros(1, 1, 8, 2, &chunks),
+        "inflate to more than 4096 KiB together",
+    );
+}
+
+#[test]
+fn png_chunk_flood_is_refused() {
+    let bytes = hostile::png_chunk_flood(b"tEXt", b"k\0", 1001);
+    assert_refused(&bytes, "more than 1000 chunks before its image data");
+    // Up to the limit, a 1x1 image still decodes.
+    let bytes = hostile::png_chunk_flood(b"tEXt", b"k\0", 999);
+    let processed = process(&bytes, &Limits::default()).expect("999 text chunks");
+    assert_eq!((processed.width, processed.height), (1, 1));
+}
+
+#[test]
+fn png_with_real_sized_profile_and_text_still_decodes() {
+    // A 3 KB profile (sRGB's size), a 1 MiB one (the bound), a comment and an XMP packet.
+    let bytes = with_chunks(
+        png(&DynamicImage::ImageRgb8(gradient(300, 200))),
+        &[
+            hostile::png_iccp(3144),
+            hostile::png_ztxt(10_000),
+            hostile::png_itxt(40_000),
+        ],
+    );
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    assert_eq!((processed.width, processed.height), (300, 200));
+    let bytes = with_chunks(
+        png(&DynamicImage::ImageRgb8(gradient(30, 20))),
+        &[hostile::png_iccp(MIB)],
+    );
+    process(&bytes, &Limits::default()).expect("a 1 MiB profile");
+}
+
+#[test]
+fn png_decoder_allocates_by_the_image_not_by_a_global_cap() {
+    // Past the header check (given the header directly): the decoder itself no longer
+    // inflates a profile, and what it allocates beyond the pixels is bounded.
+    let bytes = hostile::png_iccp_bomb(16 * MIB);
+    let (pixels, peak) = decode_peak(&bytes, png_header_of(1, 1));
+    let pixels = pixels.expect("decodes without the profile");
+    assert_eq!((pixels.width, pixels.height), (1, 1));
+    assert!(peak < MIB, "a 1x1 PNG took {peak} bytes to decode");
+    // A chunk it must keep (eXIf) larger than the allowance: 413, not 400 MB of room.
+    let exif = hostile::png_chunk(b"eXIf", &vec![0; 2 * MIB]);
+    let bytes = hostile::png_zeros(1, 1, 8, 2, &[exif]);
+    let (result, _) = decode_peak(&bytes, png_header_of(1, 1));
+    let err = result.expect_err("over the allowance");
+    assert_eq!(err.status(), 413, "{err:?}");
+    assert!(message(&err).contains("more memory to decode than its size allows"));
+}
+
+#[test]
+fn png_16_bit_is_decoded_straight_to_8_bits() {
+    // 1000x1000 RGBA: 4 MB at 8 bits, 8 MB at 16 (it was 12 MB: 16 bits, then a copy).
+    let bytes = hostile::png_zeros(1000, 1000, 16, 6, &[]);
+    let header = sniff::read_header(&bytes).expect("header");
+    let (pixels, peak) = decode_peak(&bytes, header);
+    let pixels = pixels.expect("decodes");
+    assert_eq!(pixels.layout, codec::Layout::Rgba8);
+    assert_eq!(pixels.data.len(), 4_000_000);
+    assert!(peak < 4_000_000 + MIB, "{peak} bytes");
+}
+
+#[test]
+fn png_16_bit_variants_are_8_bit_with_the_same_colours() {
+    let rgba = ::image::ImageBuffer::<Rgba<u16>, Vec<u16>>::from_fn(300, 200, |x, _| {
+        if x < 150 {
+            Rgba([0xFFFF, 0x8000, 0x00FF, 0xFFFF])
+        } else {
+            Rgba([0x0000, 0x4000, 0xFFFF, 0x0000])
+        }
+    });
+    let grey = ::image::ImageBuffer::<::image::Luma<u16>, Vec<u16>>::from_fn(300, 200, |_, _| {
+        ::image::Luma([0x8080])
+    });
+    let processed =
+        process(&png(&DynamicImage::ImageRgba16(rgba)), &Limits::default()).expect("rgba16");
+    let thumbnail = decode(&processed.variants[4].bytes);
+    assert_eq!(thumbnail.color(), ::image::ColorType::Rgba8);
+    assert!(close(rgb_at(&thumbnail, 10, 50), [255, 128, 0], 2));
+    assert_eq!(thumbnail.get_pixel(10, 50).0[3], 255);
+    assert_eq!(thumbnail.get_pixel(140, 50).0[3], 0);
+    let processed =
+        process(&png(&DynamicImage::ImageLuma16(grey)), &Limits::default()).expect("luma16");
+    let thumbnail = decode(&processed.variants[4].bytes);
+    assert_eq!(thumbnail.color(), ::image::ColorType::L8);
+    assert_eq!(thumbnail.get_pixel(10, 10).0[0], 0x80);
+}
