@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine;
 use serde_json::{json, Value};
-use sitehost::auth::{oauth1, signed_params, ORIGIN_VERIFY_HEADER};
+use sitehost::auth::{oauth1, signed_params, OriginSecret, ORIGIN_VERIFY_HEADER};
 
 /// What to sign with.
 pub struct Signer<'a> {
@@ -19,6 +19,24 @@ pub struct Signer<'a> {
     pub scheme: &'a str,
     /// Unix seconds.
     pub now: i64,
+    /// The function's origin secret (`SITEHOST_ORIGIN_VERIFY`), when configured: the event's
+    /// `X-Origin-Verify` is checked against it, as the function checks it.
+    pub origin_secret: Option<&'a OriginSecret>,
+}
+
+/// What [`sign_event`] made of the event's `X-Origin-Verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OriginCheck {
+    /// No such header: the event went straight to API Gateway.
+    Absent,
+    /// It holds the configured secret: the forwarded host and scheme are signed.
+    Matches,
+    /// It does not: a function with that secret ignores `X-Forwarded-Host` and
+    /// `X-Forwarded-Proto`, so `Host` and the default scheme are signed.
+    Differs,
+    /// No secret is configured to check it against: its presence is taken as "came
+    /// through our CloudFront" and the forwarded host and scheme are signed.
+    Unchecked,
 }
 
 /// Re-signs one event in place: a fresh `Authorization` header for `now` with a random
@@ -26,9 +44,10 @@ pub struct Signer<'a> {
 /// request context's time and id brought along.
 ///
 /// The signed host is the one the function takes as called: `X-Forwarded-Host` when the
-/// event carries `X-Origin-Verify` (it came through CloudFront), else `Host`. `--host`
-/// replaces that header's value (and the context's `domainName` when it is `Host`).
-pub fn sign_event(event: &mut Value, signer: &Signer) -> Result<()> {
+/// event carries the origin secret in `X-Origin-Verify` (it came through our CloudFront),
+/// else `Host`. With no secret configured, any `X-Origin-Verify` counts ([`OriginCheck`]).
+/// `--host` replaces that header's value (and the context's `domainName` when it is `Host`).
+pub fn sign_event(event: &mut Value, signer: &Signer) -> Result<OriginCheck> {
     let text = |value: &Value, what: &str| -> Result<String> {
         value
             .as_str()
@@ -50,7 +69,13 @@ pub fn sign_event(event: &mut Value, signer: &Signer) -> Result<()> {
     let headers = event["headers"]
         .as_object_mut()
         .context("the event has no headers object")?;
-    let via_cdn = headers.contains_key(ORIGIN_VERIFY_HEADER);
+    let origin = match (headers.get(ORIGIN_VERIFY_HEADER), signer.origin_secret) {
+        (None, _) => OriginCheck::Absent,
+        (Some(_), None) => OriginCheck::Unchecked,
+        (Some(value), Some(secret)) if secret.matches(value.as_str()) => OriginCheck::Matches,
+        (Some(_), Some(_)) => OriginCheck::Differs,
+    };
+    let via_cdn = matches!(origin, OriginCheck::Matches | OriginCheck::Unchecked);
     let host_header = if via_cdn && headers.contains_key("x-forwarded-host") {
         "x-forwarded-host"
     } else {
@@ -101,7 +126,7 @@ pub fn sign_event(event: &mut Value, signer: &Signer) -> Result<()> {
     if let Some(time) = chrono::DateTime::from_timestamp(signer.now, 0) {
         context["time"] = json!(time.format("%d/%b/%Y:%H:%M:%S +0000").to_string());
     }
-    Ok(())
+    Ok(origin)
 }
 
 /// Where the signed events go.
@@ -151,6 +176,82 @@ pub fn sign_files(files: &[PathBuf], signer: &Signer, output: &Output) -> Result
 fn sign_text(text: &str, signer: &Signer, from: &Path) -> Result<String> {
     let mut event: Value =
         serde_json::from_str(text).with_context(|| format!("{}: not JSON", from.display()))?;
-    sign_event(&mut event, signer).with_context(|| format!("{}", from.display()))?;
+    let origin = sign_event(&mut event, signer).with_context(|| format!("{}", from.display()))?;
+    match origin {
+        OriginCheck::Absent | OriginCheck::Matches => {}
+        OriginCheck::Differs => eprintln!(
+            "{}: its X-Origin-Verify is not the configured origin secret \
+             (SITEHOST_ORIGIN_VERIFY): a function with that secret ignores X-Forwarded-Host \
+             and X-Forwarded-Proto, so it is signed for Host, as that function verifies it",
+            from.display()
+        ),
+        OriginCheck::Unchecked => eprintln!(
+            "{}: its X-Origin-Verify is not checked (SITEHOST_ORIGIN_VERIFY is not set) and \
+             taken as coming through CloudFront: signed for X-Forwarded-Host; a function whose \
+             origin secret differs verifies Host instead and answers 401 (set \
+             SITEHOST_ORIGIN_VERIFY to its secret to have the header checked)",
+            from.display()
+        ),
+    }
     serde_json::to_string_pretty(&event).map_err(anyhow::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(origin_verify: Option<&str>) -> Value {
+        let mut headers = json!({
+            "host": "abc123.execute-api.us-east-1.amazonaws.com",
+            "x-forwarded-host": "d111111abcdef8.cloudfront.net",
+            "x-forwarded-proto": "https",
+        });
+        if let Some(value) = origin_verify {
+            headers[ORIGIN_VERIFY_HEADER] = json!(value);
+        }
+        json!({
+            "version": "2.0",
+            "rawPath": "/api/v2/businesses/",
+            "rawQueryString": "",
+            "headers": headers,
+            "requestContext": {"http": {"method": "GET"}},
+        })
+    }
+
+    fn check(origin_verify: Option<&str>, configured: Option<&str>) -> OriginCheck {
+        let secret = configured.and_then(OriginSecret::new);
+        let signer = Signer {
+            key: "k",
+            secret: "s",
+            host: Some("d2222.cloudfront.net"),
+            scheme: "https",
+            now: 1_714_564_800,
+            origin_secret: secret.as_ref(),
+        };
+        let mut event = event(origin_verify);
+        let check = sign_event(&mut event, &signer).expect("signed");
+        // `--host` lands on the header that was signed.
+        let forwarded = event["headers"]["x-forwarded-host"] == "d2222.cloudfront.net";
+        let direct = event["headers"]["host"] == "d2222.cloudfront.net";
+        assert_eq!(
+            (forwarded, direct),
+            match check {
+                OriginCheck::Matches | OriginCheck::Unchecked => (true, false),
+                OriginCheck::Differs | OriginCheck::Absent => (false, true),
+            },
+            "{check:?}: {event}"
+        );
+        check
+    }
+
+    #[test]
+    fn x_origin_verify_is_checked_against_the_configured_secret() {
+        let ours = "theFunctionsOriginSecret0000001";
+        assert_eq!(check(Some(ours), Some(ours)), OriginCheck::Matches);
+        assert_eq!(check(Some("another"), Some(ours)), OriginCheck::Differs);
+        assert_eq!(check(Some(""), Some(ours)), OriginCheck::Differs);
+        assert_eq!(check(Some("another"), None), OriginCheck::Unchecked);
+        assert_eq!(check(None, Some(ours)), OriginCheck::Absent);
+        assert_eq!(check(None, None), OriginCheck::Absent);
+    }
 }

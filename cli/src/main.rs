@@ -70,8 +70,12 @@ enum EventsCommand {
     /// fresh OAuth timestamp and nonce, signed as the functions verify it, for
     /// `sam local invoke -e` and `scripts/invoke`. One file (or standard input) is printed
     /// to standard output; several need --in-place or --out-dir. The signed host is the
-    /// event's X-Forwarded-Host when it carries X-Origin-Verify (it came through
-    /// CloudFront), else its Host; --host replaces that header.
+    /// event's X-Forwarded-Host when it came through our CloudFront, else its Host; --host
+    /// replaces that header. Came through CloudFront means: its X-Origin-Verify holds
+    /// SITEHOST_ORIGIN_VERIFY, the function's origin secret, when that is set (another value
+    /// is signed for Host, as such a function verifies it, with a warning); when it is not
+    /// set, the header's value is not checked, any X-Origin-Verify counts, and a note says
+    /// so (a function whose secret differs then answers 401).
     Sign {
         /// API key (from `sitehost keys create`).
         #[arg(long, env = "SITEHOST_KEY")]
@@ -359,12 +363,17 @@ async fn run(cli: Cli) -> Result<()> {
                     files,
                 },
         } => {
+            // The function's origin secret, read as every setting is.
+            let origin_secret = Config::from_env(Defaults::command())
+                .context("reading the configuration (SITEHOST_ORIGIN_VERIFY)")?
+                .origin_verify;
             let signer = events::Signer {
                 key: &key,
                 secret: &secret,
                 host: host.as_deref(),
                 scheme: &scheme,
                 now: SystemClock.now(),
+                origin_secret: origin_secret.as_ref(),
             };
             let output = match (in_place, out_dir) {
                 (true, _) => events::Output::InPlace,

@@ -162,6 +162,87 @@ async fn signed_events_verify_for_their_own_host_and_for_another() {
     );
 }
 
+/// `events sign` of a CloudFront event: with `SITEHOST_ORIGIN_VERIFY` set, its
+/// `X-Origin-Verify` is checked against it and the event is signed as a function with that
+/// secret verifies it (the forwarded host only with the secret, else `Host`, and a warning);
+/// without it, the header is not checked, and the command says so.
+#[tokio::test]
+async fn events_sign_checks_x_origin_verify_against_the_configured_secret() {
+    // The function's secret, as `handle` configures it.
+    const ORIGIN_SECRET: &str = "localOriginVerifySecret000000001";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (key, secret) = embedded_key(dir.path());
+    let fixture: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("events/cloudfront-business-list.json"))
+            .expect("event"),
+    )
+    .expect("json");
+    let fixture_secret = fixture["headers"]["x-origin-verify"]
+        .as_str()
+        .expect("the fixture came through CloudFront")
+        .to_string();
+    assert_ne!(fixture_secret, ORIGIN_SECRET);
+    // Signs `event` with SITEHOST_ORIGIN_VERIFY set to `configured` (or unset):
+    // (signed event, standard error).
+    let sign = |event: &Value, configured: Option<&str>, extra: &[&str]| -> (String, String) {
+        let file = dir.path().join("event.json");
+        std::fs::write(&file, event.to_string()).expect("written");
+        let mut command = Command::new(BIN);
+        command
+            .args(["events", "sign", "--key", &key, "--secret", &secret])
+            .args(extra)
+            .arg(&file)
+            .env_remove("SITEHOST_ORIGIN_VERIFY");
+        if let Some(value) = configured {
+            command.env("SITEHOST_ORIGIN_VERIFY", value);
+        }
+        let out = command.output().expect("sitehost runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "events sign: {stderr}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+    };
+    let list = Operation::BusinessList;
+
+    // Another distribution's secret: the function will ignore X-Forwarded-Host, so the event
+    // is signed for its Host (and said so), and passes.
+    let (signed, warning) = sign(&fixture, Some(ORIGIN_SECRET), &[]);
+    assert!(
+        warning.contains("X-Origin-Verify") && warning.contains("signed for Host"),
+        "{warning}"
+    );
+    let parsed: Value = serde_json::from_str(&signed).expect("json");
+    assert_eq!(
+        parsed["headers"]["x-origin-verify"],
+        fixture_secret.as_str()
+    );
+    assert_eq!(handle(dir.path(), list, &signed, &[]).await, 200);
+
+    // The function's own secret: signed for the forwarded host (`--host` replaces it).
+    let mut ours = fixture.clone();
+    ours["headers"]["x-origin-verify"] = Value::from(ORIGIN_SECRET);
+    let (signed, quiet) = sign(
+        &ours,
+        Some(ORIGIN_SECRET),
+        &["--host", "d2222.cloudfront.net"],
+    );
+    assert_eq!(quiet, "", "nothing to say");
+    let parsed: Value = serde_json::from_str(&signed).expect("json");
+    assert_eq!(
+        parsed["headers"]["x-forwarded-host"],
+        "d2222.cloudfront.net"
+    );
+    assert_eq!(handle(dir.path(), list, &signed, &[]).await, 200);
+
+    // Nothing configured: the header is taken as it is (signed for the forwarded host), and
+    // the command says it did not check it; the function, whose secret differs, refuses it.
+    let (signed, note) = sign(&fixture, None, &[]);
+    assert!(
+        note.contains("X-Origin-Verify") && note.contains("not checked"),
+        "{note}"
+    );
+    assert_eq!(handle(dir.path(), list, &signed, &[]).await, 401);
+}
+
 #[test]
 fn signing_several_files_writes_them_to_a_directory() {
     let out = tempfile::tempdir().expect("temp dir");
