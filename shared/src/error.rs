@@ -92,7 +92,7 @@ impl ApiError {
 
     pub fn body(&self) -> Value {
         match self {
-            ApiError::Validation(fields) => json!(fields),
+            ApiError::Validation(fields) => bounded_fields(fields),
             ApiError::MissingReference { field, kind, id } => {
                 field_body(field, format!("There is no {kind} {id} in this account."))
             }
@@ -104,7 +104,7 @@ impl ApiError {
             | ApiError::TooLarge(msg)
             | ApiError::RequestTimeout(msg)
             | ApiError::TooManyRequests { message: msg, .. }
-            | ApiError::Unavailable { message: msg, .. } => json!({ "error": msg }),
+            | ApiError::Unavailable { message: msg, .. } => json!({ "error": bounded(msg) }),
             ApiError::MethodNotAllowed(method) => {
                 json!({ "error": format!("method {method} is not allowed on this path") })
             }
@@ -115,7 +115,36 @@ impl ApiError {
 
 /// The body of a single message on one field, as `Validation` renders it.
 fn field_body(field: &str, message: String) -> Value {
-    json!({ field: [message] })
+    json!({ bounded(field): [bounded(&message)] })
+}
+
+/// What an error body may echo of a request, so that a 50 KB query cannot make a 200 KB
+/// answer: messages (which may quote a value) and field names of at most this many
+/// characters, each message once, a few per field, and a bounded number of fields.
+const MAX_ECHO_CHARS: usize = 300;
+const MAX_MESSAGES_PER_FIELD: usize = 5;
+const MAX_FIELDS: usize = 50;
+
+fn bounded(text: &str) -> String {
+    match text.char_indices().nth(MAX_ECHO_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+fn bounded_fields(fields: &BTreeMap<String, Vec<String>>) -> Value {
+    let mut body = serde_json::Map::new();
+    for (field, messages) in fields.iter().take(MAX_FIELDS) {
+        let mut shown: Vec<String> = Vec::new();
+        for message in messages {
+            let message = bounded(message);
+            if !shown.contains(&message) && shown.len() < MAX_MESSAGES_PER_FIELD {
+                shown.push(message);
+            }
+        }
+        body.insert(bounded(field), json!(shown));
+    }
+    Value::Object(body)
 }
 
 /// An error and its causes (`std::error::Error::source`), outermost first, as one line:
@@ -159,6 +188,33 @@ impl FieldErrors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_body_echoes_a_bounded_amount_of_the_request() {
+        let mut fields = FieldErrors::default();
+        for _ in 0..5_000 {
+            fields.add("deleted", "'x' is not a boolean.");
+        }
+        for i in 0..10 {
+            fields.add("a_name", format!("message {i} {}", "y".repeat(10_000)));
+        }
+        for i in 0..500 {
+            fields.add(&format!("field{i}"), "unknown");
+        }
+        let body = fields
+            .into_result()
+            .err()
+            .map(|e| e.body())
+            .unwrap_or_default();
+        assert_eq!(body["deleted"], json!(["'x' is not a boolean."]));
+        let names = body["a_name"].as_array().map(Vec::len);
+        assert_eq!(names, Some(MAX_MESSAGES_PER_FIELD));
+        assert!(body.to_string().len() < 8_000, "{}", body.to_string().len());
+        let long = ApiError::Unauthorized("z".repeat(100_000))
+            .body()
+            .to_string();
+        assert!(long.len() < 400, "{}", long.len());
+    }
 
     #[test]
     fn internal_errors_hide_details() {

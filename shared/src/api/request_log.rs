@@ -128,6 +128,29 @@ pub struct RequestLog<'a> {
     pub error: Option<String>,
 }
 
+/// Text from a request as it is logged: control and bidirectional-formatting characters
+/// (and the backslash, so the escapes stay unambiguous) written as `\u{202e}`, so a request
+/// cannot break a log line or reorder what an operator's terminal shows.
+fn loggable(text: &str) -> std::borrow::Cow<'_, str> {
+    let escaped = |c: char| {
+        c.is_control()
+            || c == '\\'
+            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(escaped) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if escaped(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
 /// Milliseconds with microsecond precision.
 fn millis(duration: Duration) -> f64 {
     duration.as_micros() as f64 / 1000.0
@@ -145,7 +168,7 @@ macro_rules! request_event {
             invocation_id = log.invocation_id,
             operation = operation_name(log.operation),
             method = log.method,
-            path = log.path,
+            path = %loggable(log.path),
             status = log.status,
             latency_ms = millis(log.latency),
             body_bytes = log.body_bytes as u64,
@@ -292,6 +315,16 @@ mod tests {
     use tracing_subscriber::layer::SubscriberExt;
 
     use super::*;
+
+    #[test]
+    fn logged_paths_escape_control_and_bidi_characters() {
+        assert_eq!(loggable("/api/v2/images/"), "/api/v2/images/");
+        assert_eq!(
+            loggable("/img/\u{202e}gpj.exe\n\u{1b}[2J\\x"),
+            "/img/\\u{202e}gpj.exe\\u{a}\\u{1b}[2J\\u{5c}x"
+        );
+        assert_eq!(loggable("/caf\u{e9}/\u{2067}"), "/caf\u{e9}/\\u{2067}");
+    }
 
     /// Collects what a subscriber writes.
     #[derive(Clone, Default)]
