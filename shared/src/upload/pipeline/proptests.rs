@@ -1,7 +1,9 @@
 //! Property tests of the header checks: for generated and mutated files of the four
-//! formats (random frame-header sequences, APPn/COM floods, rewritten dimensions,
+//! formats (random frame-header sequences, APPn/COM floods, PNG chunk floods and
+//! compressed-chunk bombs, PNGs of every bit depth and colour type, rewritten dimensions,
 //! truncation, stray bytes), the size the check reports is the size the decoder reports,
-//! or the file is refused with a 400/413; never a panic or a 500.
+//! or the file is refused with a 400/413; never a panic or a 500. Accepted files make 8-bit
+//! variants.
 
 use std::io::Cursor;
 use std::sync::OnceLock;
@@ -26,6 +28,10 @@ struct Bases {
     webp_lossless: Vec<u8>,
     webp_extended: Vec<u8>,
     webp_animated: Vec<u8>,
+    png16_rgba: Vec<u8>,
+    png16_grey: Vec<u8>,
+    png_palette: Vec<u8>,
+    png_1bit: Vec<u8>,
 }
 
 fn bases() -> &'static Bases {
@@ -37,6 +43,13 @@ fn bases() -> &'static Bases {
         let encode = |format| {
             let mut out = Cursor::new(Vec::new());
             dynamic.write_to(&mut out, format).expect("encodes");
+            out.into_inner()
+        };
+        let encode_16 = |image: ::image::DynamicImage| {
+            let mut out = Cursor::new(Vec::new());
+            image
+                .write_to(&mut out, ::image::ImageFormat::Png)
+                .expect("encodes");
             out.into_inner()
         };
         let lossy = hostile::webp_lossy(24, 16);
@@ -56,6 +69,16 @@ fn bases() -> &'static Bases {
             webp_lossless: encode(::image::ImageFormat::WebP),
             webp_extended: extended,
             webp_animated: hostile::webp_animation((64, 48), (64, 48), 64, 48),
+            png16_rgba: encode_16(::image::DynamicImage::ImageRgba16(dynamic.to_rgba16())),
+            png16_grey: encode_16(::image::DynamicImage::ImageLuma16(dynamic.to_luma16())),
+            png_palette: hostile::png_zeros(
+                24,
+                16,
+                4,
+                3,
+                &[hostile::png_chunk(b"PLTE", &[10, 20, 30, 200, 100, 0])],
+            ),
+            png_1bit: hostile::png_zeros(24, 16, 1, 0, &[]),
         }
     })
 }
@@ -79,6 +102,15 @@ enum Edit {
     Byte { at: usize, value: u8 },
     /// The file cut to a fraction (per mille) of its length.
     Truncate { keep: u16 },
+    /// `count` PNG chunks of one kind after the IHDR; the compressed kinds (iCCP, zTXt,
+    /// iTXt) inflate to `size` bytes, the others hold `size` bytes (at most 4 KB).
+    PngChunks {
+        kind: [u8; 4],
+        count: usize,
+        size: usize,
+    },
+    /// The IHDR's bit depth and colour type rewritten (with its CRC).
+    PngDepth { depth: u8, color: u8 },
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
@@ -117,6 +149,17 @@ fn edit() -> impl Strategy<Value = Edit> {
         }),
         1 => (0usize..400, any::<u8>()).prop_map(|(at, value)| Edit::Byte { at, value }),
         1 => (0u16..1000).prop_map(|keep| Edit::Truncate { keep }),
+        2 => (
+            prop::sample::select(vec![*b"iCCP", *b"zTXt", *b"iTXt", *b"tEXt", *b"eXIf", *b"prIv"]),
+            prop_oneof![0usize..4, 990usize..1010],
+            prop_oneof![1usize..5000, 1_040_000usize..1_100_000],
+        )
+            .prop_map(|(kind, count, size)| Edit::PngChunks { kind, count, size }),
+        1 => (
+            prop_oneof![prop::sample::select(vec![1u8, 2, 4, 8, 16]), any::<u8>()],
+            prop_oneof![prop::sample::select(vec![0u8, 2, 3, 4, 6]), any::<u8>()],
+        )
+            .prop_map(|(depth, color)| Edit::PngDepth { depth, color }),
     ]
 }
 
@@ -169,6 +212,25 @@ fn apply(bytes: &mut Vec<u8>, edit: &Edit) {
         }
         Edit::Truncate { keep } => {
             bytes.truncate(bytes.len() * usize::from(*keep) / 1000);
+        }
+        Edit::PngChunks { kind, count, size } => {
+            let chunk = match kind {
+                b"iCCP" => hostile::png_iccp(*size),
+                b"zTXt" => hostile::png_ztxt(*size),
+                b"iTXt" => hostile::png_itxt(*size),
+                _ => hostile::png_chunk(kind, &vec![7; size % 4096]),
+            };
+            let at = bytes.len().min(33);
+            let flood: Vec<u8> = std::iter::repeat_n(chunk, *count).flatten().collect();
+            bytes.splice(at..at, flood);
+        }
+        Edit::PngDepth { depth, color } => {
+            if bytes.len() >= 33 && &bytes[12..16] == b"IHDR" {
+                bytes[24] = *depth;
+                bytes[25] = *color;
+                let chunk = hostile::png_chunk(b"IHDR", &bytes[16..29]);
+                bytes[8..33].copy_from_slice(&chunk);
+            }
         }
     }
 }
@@ -229,6 +291,28 @@ fn check_file(bytes: &[u8]) -> Result<(), TestCaseError> {
             };
             prop_assert_eq!(decoder_size(bytes, info.format), Some(stored));
             prop_assert!(u64::from(info.width) * u64::from(info.height) <= LIMITS.max_pixels);
+            // The decode allocates by the image: its pixels (at most 4 bytes each, twice
+            // for a GIF's frame buffer) and a 1 MiB allowance, whatever the metadata.
+            let header = sniff::read_header(bytes).expect("inspected");
+            let (decoded, peak) =
+                super::tests::memory::peak(|| codec::decode(bytes, &header, &LIMITS));
+            prop_assert!(decoded.is_ok());
+            let budget = u64::from(info.width) * u64::from(info.height) * 8 + (1 << 20);
+            prop_assert!(peak as u64 <= budget, "decoding took {peak} bytes");
+            // Whatever the source's bit depth, the variants have 8 bits a channel.
+            let thumbnail = processed.variants.last().expect("five variants");
+            let decoded = ::image::load_from_memory(&thumbnail.bytes).expect("variant decodes");
+            prop_assert!(
+                matches!(
+                    decoded.color(),
+                    ::image::ColorType::L8
+                        | ::image::ColorType::La8
+                        | ::image::ColorType::Rgb8
+                        | ::image::ColorType::Rgba8
+                ),
+                "{:?}",
+                decoded.color()
+            );
         }
         (Err(_), Ok(processed)) => {
             prop_assert!(
@@ -250,7 +334,7 @@ proptest! {
 
     #[test]
     fn checked_size_is_decoded_size_or_refused(
-        base in 0usize..12,
+        base in 0usize..16,
         edits in prop::collection::vec(edit(), 0..4),
     ) {
         let b = bases();
@@ -268,6 +352,10 @@ proptest! {
             &b.webp_lossless,
             &b.webp_extended,
             &b.webp_animated,
+            &b.png16_rgba,
+            &b.png16_grey,
+            &b.png_palette,
+            &b.png_1bit,
         ][base]
             .clone();
         for edit in &edits {

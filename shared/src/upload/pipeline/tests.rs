@@ -825,7 +825,7 @@ fn ordinary_progressive_jpeg_with_metadata_still_decodes() {
 /// Peak bytes allocated by the current thread while a closure runs: a counting global
 /// allocator for this test binary, which counts only on threads that are measuring (the
 /// decoders run on the calling thread).
-mod memory {
+pub(super) mod memory {
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
 
