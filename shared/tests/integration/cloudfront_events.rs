@@ -413,3 +413,71 @@ fn every_cloudfront_event_file_is_a_case() {
         );
     }
 }
+
+/// The code of the template's viewer-request CloudFront Function (`ForwardedHostFunction`).
+fn cloudfront_function_code() -> String {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let text = std::fs::read_to_string(&path).expect("template.yaml");
+    let template: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+    template["Resources"]["ForwardedHostFunction"]["Properties"]["FunctionCode"]
+        .as_str()
+        .expect("ForwardedHostFunction's FunctionCode")
+        .to_string()
+}
+
+/// The CloudFront Function fails closed: only a request whose `CloudFront-Forwarded-Proto`
+/// is `https` goes on to the API. Plain HTTP, and a request whose protocol it cannot tell
+/// (the header missing or empty: the origin request policy no longer adds it), get the JSON
+/// 403. Run with node, as `template_consistency` runs it; skipped without node.
+#[test]
+fn the_cloudfront_function_refuses_a_request_whose_protocol_it_cannot_tell() {
+    let script = format!(
+        "{code}\n\
+         function viewer(proto) {{\n\
+           var headers = {{host: {{value: '{FRONTEND_HOST}'}}, \
+             'x-forwarded-proto': {{value: 'https'}}}};\n\
+           if (proto !== null) {{ headers['cloudfront-forwarded-proto'] = {{value: proto}}; }}\n\
+           return handler({{request: {{method: 'GET', uri: '/api/v2/businesses/', \
+             querystring: {{}}, headers: headers, cookies: {{}}}}}});\n\
+         }}\n\
+         console.log(JSON.stringify({{https: viewer('https'), http: viewer('http'), \
+           missing: viewer(null), empty: viewer(''), upper: viewer('HTTP')}}));\n",
+        code = cloudfront_function_code()
+    );
+    let output = match std::process::Command::new("node")
+        .args(["-e", &script])
+        .output()
+    {
+        Ok(output) => output,
+        Err(_) => {
+            eprintln!("skipped running the CloudFront Function: node is not installed");
+            return;
+        }
+    };
+    assert!(
+        output.status.success(),
+        "node: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let passed = &out["https"];
+    assert!(passed.get("statusCode").is_none(), "{passed}");
+    assert_eq!(passed["headers"]["x-forwarded-proto"]["value"], "https");
+    assert_eq!(
+        passed["headers"]["x-forwarded-host"]["value"],
+        FRONTEND_HOST
+    );
+    for case in ["http", "missing", "empty", "upper"] {
+        let refused = &out[case];
+        assert_eq!(refused["statusCode"], 403, "{case}: {refused}");
+        assert_eq!(
+            refused["headers"]["content-type"]["value"], "application/json",
+            "{case}"
+        );
+        let body: Value =
+            serde_json::from_str(refused["body"]["data"].as_str().expect("a text body"))
+                .expect("a JSON body");
+        let message = body["error"].as_str().expect("{\"error\": \"...\"}");
+        assert!(message.contains("HTTPS"), "{case}: {message}");
+    }
+}
