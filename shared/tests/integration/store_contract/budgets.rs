@@ -160,3 +160,68 @@ pub async fn large_budgets_admit_exactly_their_limit(store: SharedStore) {
     }
     assert_eq!(next_window, 2);
 }
+
+/// Through the app, on either store: a replay is refused before it spends the key's budget,
+/// and once a key is over its budget, a refusal calls the store for the key alone (on
+/// DynamoDB one `GetItem`): only the first refusal of the window recorded its nonce and
+/// drew on the budget.
+pub async fn refusals_and_replays_through_the_app(store: SharedStore, probe: &super::RowProbe) {
+    use sitehost::api::App;
+    use sitehost::auth::{oauth1, NewKey};
+    use sitehost::clock::FixedClock;
+    use sitehost::config::{Config, RequestBudgets};
+    use sitehost::store::Stores;
+    use std::sync::Arc;
+
+    let now = WINDOW + 15;
+    let account = store.ensure_account("replayed").await.expect("account");
+    let key = store
+        .create_key(NewKey::generate(account.id, None, None, now))
+        .await
+        .expect("key");
+    let mut config = Config::embedded(std::path::PathBuf::new());
+    config.budgets = RequestBudgets {
+        requests_per_minute: 3,
+        uploads_per_minute: 1,
+    };
+    let stores = Stores {
+        records: store,
+        files: None,
+    };
+    let app = App::new(stores, config)
+        .expect("app")
+        .with_clock(Arc::new(FixedClock(now)));
+    let uri = "http://127.0.0.1:3000/api/v2/businesses/";
+    let signed = |nonce: &str| {
+        oauth1::authorization_header("GET", uri, &[], &key.key, &key.secret, now, nonce)
+    };
+    let send = |authorization: String| {
+        let request = http::Request::get(uri)
+            .header("host", "127.0.0.1:3000")
+            .header("authorization", authorization)
+            .body(bytes::Bytes::new())
+            .expect("request");
+        let app = &app;
+        async move { app.handle(request).await.status().as_u16() }
+    };
+    assert_eq!(send(signed("first")).await, 200);
+    for _ in 0..20 {
+        assert_eq!(send(signed("first")).await, 401, "a replay");
+    }
+    for nonce in ["second", "third"] {
+        assert_eq!(send(signed(nonce)).await, 200, "the replays spent nothing");
+    }
+    probe.arm();
+    for i in 0..20 {
+        assert_eq!(send(signed(&format!("over-{i}"))).await, 429);
+    }
+    if let Some(calls) = probe.calls() {
+        let beyond_the_key: Vec<_> = calls.iter().filter(|c| *c != "GetItem").collect();
+        assert_eq!(
+            beyond_the_key,
+            ["PutItem", "UpdateItem"],
+            "the first refusal's nonce and budget draw, nothing after: {calls:?}"
+        );
+        assert_eq!(calls.len(), 22, "{calls:?}");
+    }
+}

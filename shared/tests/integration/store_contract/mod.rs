@@ -222,7 +222,10 @@ macro_rules! contract {
                 budgets::concurrent_budget_draws,
                 budgets::large_budgets_admit_exactly_their_limit,
             );
-            contract!(@probed $factory; listing::offsets_past_the_end_read_only_the_counter);
+            contract!(@probed $factory;
+                listing::offsets_past_the_end_read_only_the_counter,
+                budgets::refusals_and_replays_through_the_app,
+            );
         }
     };
     (@probed $factory:path; $($module:ident::$case:ident),* $(,)?) => {
