@@ -30,9 +30,56 @@ pub(super) fn fit(width: u32, height: u32, box_side: u32) -> (u32, u32) {
 /// from the smallest already-made image at least twice its size (or else the source), so
 /// every step is a 2x-or-more Lanczos reduction of a sharp image, and the full-size source
 /// is read only once or twice.
-pub(super) fn cascade(source: Pixels, targets: &[(u32, u32)]) -> Result<Vec<Pixels>> {
+///
+/// With alpha, colours are weighted by it (premultiplied) so that transparent pixels do not
+/// bleed into their neighbours. The source is premultiplied in place, the whole cascade
+/// works on premultiplied images and each result is divided back at the end:
+/// fast_image_resize would otherwise premultiply into a full-size copy of the source at
+/// each step from it (a second 200 MB for a 50 MP RGBA image).
+pub(super) fn cascade(mut source: Pixels, targets: &[(u32, u32)]) -> Result<Vec<Pixels>> {
+    let alpha = matches!(source.layout, Layout::La8 | Layout::Rgba8);
+    let mul_div = fir::MulDiv::default();
+    if alpha {
+        mul_div
+            .multiply_alpha_inplace(&mut view_mut(&mut source)?)
+            .context("premultiplying alpha")?;
+    }
+    let mut made = cascade_premultiplied(source, targets)?;
+    if alpha {
+        for image in made.iter_mut() {
+            mul_div
+                .divide_alpha_inplace(&mut view_mut(image)?)
+                .context("dividing alpha")?;
+        }
+    }
+    Ok(made)
+}
+
+fn pixel_type(layout: Layout) -> PixelType {
+    match layout {
+        Layout::L8 => PixelType::U8,
+        Layout::La8 => PixelType::U8x2,
+        Layout::Rgb8 => PixelType::U8x3,
+        Layout::Rgba8 => PixelType::U8x4,
+    }
+}
+
+fn view_mut(pixels: &mut Pixels) -> Result<Image<'_>> {
+    Ok(Image::from_slice_u8(
+        pixels.width,
+        pixels.height,
+        &mut pixels.data,
+        pixel_type(pixels.layout),
+    )
+    .context("a pixel buffer that does not match its size")?)
+}
+
+fn cascade_premultiplied(source: Pixels, targets: &[(u32, u32)]) -> Result<Vec<Pixels>> {
     let mut resizer = Resizer::new();
-    let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Lanczos3));
+    // Alpha is handled by `cascade`.
+    let options = ResizeOptions::new()
+        .resize_alg(ResizeAlg::Convolution(FilterType::Lanczos3))
+        .use_alpha(false);
     let mut made: Vec<Pixels> = Vec::with_capacity(targets.len());
     let mut source = Some(source);
     for (i, &(width, height)) in targets.iter().enumerate() {
@@ -79,16 +126,10 @@ fn resize(
     height: u32,
     options: &ResizeOptions,
 ) -> Result<Pixels> {
-    let pixel_type = match from.layout {
-        Layout::L8 => PixelType::U8,
-        Layout::La8 => PixelType::U8x2,
-        Layout::Rgb8 => PixelType::U8x3,
-        Layout::Rgba8 => PixelType::U8x4,
-    };
+    let pixel_type = pixel_type(from.layout);
     let src = ImageRef::new(from.width, from.height, &from.data, pixel_type)
         .context("a pixel buffer that does not match its size")?;
     let mut dst = Image::new(width, height, pixel_type);
-    // With alpha, fast_image_resize premultiplies so transparent pixels don't bleed colour.
     resizer
         .resize(&src, &mut dst, options)
         .with_context(|| format!("resizing to {width}x{height}"))?;

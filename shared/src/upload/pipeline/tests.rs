@@ -1041,3 +1041,23 @@ fn png_16_bit_variants_are_8_bit_with_the_same_colours() {
     assert_eq!(thumbnail.color(), ::image::ColorType::L8);
     assert_eq!(thumbnail.get_pixel(10, 10).0[0], 0x80);
 }
+
+#[test]
+fn rgba_resize_does_not_copy_the_source() {
+    // 3000x2000 RGBA (24 MB, moved in): the variants (16 MB) and the resizer's buffer
+    // between its two passes (2048x2000, 16 MB) took 28 MB; fast_image_resize's own alpha
+    // handling premultiplied into a second full-size buffer, 24 MB more (52 MB).
+    let source = codec::Pixels {
+        width: 3000,
+        height: 2000,
+        layout: codec::Layout::Rgba8,
+        data: vec![128; 3000 * 2000 * 4],
+    };
+    let targets: Vec<(u32, u32)> = VARIANTS
+        .iter()
+        .map(|&(_, side)| fit(3000, 2000, side))
+        .collect();
+    let (made, peak) = memory::peak(|| resize::cascade(source, &targets));
+    assert_eq!(made.expect("resizes").len(), VARIANTS.len());
+    assert!(peak < 36 * MIB, "resizing took {peak} bytes");
+}
