@@ -1,5 +1,5 @@
-//! Hostile-image benchmark: what each hostile file costs the upload pipeline, next to a
-//! legitimate 50-megapixel photo. `scripts/bench-hostile` runs it (see
+//! Hostile-image benchmark: what each hostile file costs the upload pipeline, next to
+//! legitimate 50-megapixel images (a JPEG photo and an 8-bit RGBA PNG). `scripts/bench-hostile` runs it (see
 //! docs/image-pipeline-bench.md):
 //!
 //!   bench_hostile make DIR     # writes the files into DIR

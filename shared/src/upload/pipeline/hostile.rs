@@ -243,7 +243,7 @@ struct Bits {
 impl Bits {
     fn put(&mut self, value: u32, count: usize) {
         for i in 0..count {
-            if self.len % 8 == 0 {
+            if self.len.is_multiple_of(8) {
                 self.out.push(0);
             }
             if (value >> i) & 1 == 1 {

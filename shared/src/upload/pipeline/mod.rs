@@ -4,6 +4,11 @@
 //! ([`VARIANTS`]) by cascaded Lanczos3 downsampling, turn them upright (EXIF orientation)
 //! and encode them in parallel in the original's format, without metadata.
 //!
+//! Memory follows the image, not a global cap: the header check refuses PNG metadata that
+//! inflates past 1 MiB and chunk floods, a decode may allocate its pixels at 8 bits a
+//! channel plus 1 MiB (16-bit PNGs are reduced row by row as they are decoded), and the
+//! resize premultiplies alpha in place.
+//!
 //! All of it is synchronous CPU work: call it from `tokio::task::spawn_blocking`. The
 //! original upload is never modified; the caller stores its own bytes as they came.
 
