@@ -332,44 +332,6 @@ async fn too_large(state: &State, path: &str) -> Response<Full<Bytes>> {
     )
 }
 
-/// After a failed `accept` (out of file descriptors, mostly, which a retry at once does not
-/// cure): how long to wait before the next one, 10 ms doubling to 1 s and back to 10 ms after
-/// a success; and whether to log it, at most once a second, with how many were left out.
-#[derive(Debug, Default)]
-struct AcceptBackoff {
-    delay: Option<Duration>,
-    last_logged: Option<Instant>,
-    left_out: u64,
-}
-
-impl AcceptBackoff {
-    const FIRST: Duration = Duration::from_millis(10);
-    const MAX: Duration = Duration::from_secs(1);
-    const LOG_EVERY: Duration = Duration::from_secs(1);
-
-    /// The wait before the next accept, and `Some(errors not logged since the last line)`
-    /// when this one is to be logged.
-    fn failed(&mut self, now: Instant) -> (Duration, Option<u64>) {
-        let delay = self.delay.map_or(Self::FIRST, |d| (d * 2).min(Self::MAX));
-        self.delay = Some(delay);
-        let log = match self.last_logged {
-            Some(at) if now.saturating_duration_since(at) < Self::LOG_EVERY => {
-                self.left_out += 1;
-                None
-            }
-            _ => {
-                self.last_logged = Some(now);
-                Some(std::mem::take(&mut self.left_out))
-            }
-        };
-        (delay, log)
-    }
-
-    fn succeeded(&mut self) {
-        self.delay = None;
-    }
-}
-
 /// Starts the Runtime API on a loopback port, then the function, feeds it the events and
 /// stops it.
 pub async fn invoke(run: Run) -> Result<Report> {
@@ -399,7 +361,8 @@ async fn invoke_on(listener: tokio::net::TcpListener, run: Run) -> Result<Report
     });
     let server_state = Arc::clone(&state);
     let server = tokio::spawn(async move {
-        let mut backoff = AcceptBackoff::default();
+        // The same backoff as `sitehost serve`'s accept loop.
+        let mut backoff = sitehost::local::server::AcceptBackoff::default();
         loop {
             let stream = match listener.accept().await {
                 Ok((stream, _)) => {
@@ -408,7 +371,7 @@ async fn invoke_on(listener: tokio::net::TcpListener, run: Run) -> Result<Report
                 }
                 Err(err) => {
                     // Out of file descriptors, mostly: retrying at once would spin.
-                    let (wait, log) = backoff.failed(Instant::now());
+                    let (log, wait) = backoff.failed(Instant::now());
                     if let Some(left_out) = log {
                         tracing::warn!(
                             error = %err,
@@ -913,31 +876,6 @@ mod tests {
             .expect("reply");
         assert_eq!(third.status(), StatusCode::BAD_REQUEST);
         assert!(body_of(third).await.contains("not answered yet"));
-    }
-
-    #[test]
-    fn accept_errors_back_off_to_a_second_and_are_logged_once_a_second() {
-        let mut backoff = AcceptBackoff::default();
-        let start = Instant::now();
-        let ms = Duration::from_millis;
-        let mut waits = Vec::new();
-        let mut logged = Vec::new();
-        for n in 0..10u64 {
-            // Ten errors 100 ms apart.
-            let (wait, log) = backoff.failed(start + ms(100 * n));
-            waits.push(wait.as_millis());
-            logged.push(log);
-        }
-        assert_eq!(waits, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
-        assert_eq!(logged[0], Some(0), "the first is logged");
-        assert!(logged[1..].iter().all(Option::is_none), "{logged:?}");
-        // A second after the last line: logged, with the nine left out.
-        assert_eq!(backoff.failed(start + ms(1000)), (ms(1000), Some(9)));
-        assert_eq!(backoff.failed(start + ms(1001)).1, None);
-        // A success starts the wait over (the rate limit of the log stays).
-        backoff.succeeded();
-        assert_eq!(backoff.failed(start + ms(1002)), (ms(10), None));
-        assert_eq!(backoff.failed(start + ms(2000)), (ms(20), Some(2)));
     }
 
     fn post(path: &str, body: Vec<u8>) -> Request<Full<Bytes>> {

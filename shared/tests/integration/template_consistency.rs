@@ -60,6 +60,9 @@ const OPTIONAL: &[&str] = &[
     "SITEHOST_BODY_TIMEOUT_SECS",
     "SITEHOST_MAX_UPLOADS",
     "SITEHOST_UPLOAD_WAIT_SECS",
+    "SITEHOST_MAX_FETCHES",
+    "SITEHOST_MAX_CONNECTIONS",
+    "SITEHOST_WRITE_TIMEOUT_SECS",
     // `sitehost` only: `json` writes the Lambda log format (the functions always do).
     "SITEHOST_LOG_FORMAT",
 ];
