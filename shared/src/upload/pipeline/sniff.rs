@@ -469,19 +469,19 @@ fn png_header(b: &[u8]) -> Result<Option<(u32, u32, u8)>> {
             let size = inflated_size(stream, MAX_PNG_INFLATED).unwrap_or(0);
             if size > MAX_PNG_INFLATED {
                 return Err(bad_upload(format!(
-                    "the PNG's {name} chunk inflates to more than {} KiB; at most {} KiB \
+                    "the PNG's {name} chunk inflates to more than {} MiB; at most {} MiB \
                      are accepted",
-                    MAX_PNG_INFLATED >> 10,
-                    MAX_PNG_INFLATED >> 10
+                    MAX_PNG_INFLATED >> 20,
+                    MAX_PNG_INFLATED >> 20
                 )));
             }
             inflated_total += size;
             if inflated_total > MAX_PNG_INFLATED_TOTAL {
                 return Err(bad_upload(format!(
                     "the PNG's compressed metadata chunks (iCCP, zTXt, iTXt) inflate to more \
-                     than {} KiB together; at most {} KiB are accepted",
-                    MAX_PNG_INFLATED_TOTAL >> 10,
-                    MAX_PNG_INFLATED_TOTAL >> 10
+                     than {} MiB together; at most {} MiB are accepted",
+                    MAX_PNG_INFLATED_TOTAL >> 20,
+                    MAX_PNG_INFLATED_TOTAL >> 20
                 )));
             }
         }
