@@ -183,7 +183,7 @@ impl SignedRequest {
             )));
         }
         if let Some(version) = at_most_one("oauth_version")? {
-            if version != "1.0" {
+            if !version_accepted(&version) {
                 return Err(unauthorized("unsupported oauth_version; use 1.0"));
             }
         }
@@ -219,6 +219,14 @@ impl SignedRequest {
         );
         expected.as_bytes().ct_eq(self.signature.as_bytes()).into()
     }
+}
+
+/// Whether an `oauth_version` is OAuth 1.0: `1.0` as RFC 5849 has it, or `1.0A`/`1.0a`,
+/// which node-oauth (the library under passport's OAuth 1.0a strategies) sends when
+/// constructed with version `'1.0A'`, as its README shows. The value is signed (it is in
+/// the base string as sent), so accepting the spelling costs nothing.
+fn version_accepted(version: &str) -> bool {
+    matches!(version, "1.0" | "1.0A" | "1.0a")
 }
 
 /// Builds an `Authorization` header for a request, as requests_oauthlib does. For tests,
@@ -340,6 +348,50 @@ mod tests {
         );
         assert!(SignedRequest::parse(Some("garbage"), &[]).is_err());
         assert!(SignedRequest::parse(None, &[]).is_err());
+    }
+
+    /// node-oauth sends `oauth_version="1.0A"`: accepted, signed as sent; any other version
+    /// is still a 401.
+    #[test]
+    fn oauth_version_1_0a_is_accepted_and_signed_as_sent() {
+        let url = "http://127.0.0.1:3000/api/v2/businesses/";
+        let signed_with = |version: &str| {
+            let params: Vec<(String, String)> = [
+                ("oauth_consumer_key", "key"),
+                ("oauth_nonce", "n1"),
+                ("oauth_timestamp", "1700000000"),
+                ("oauth_signature_method", "HMAC-SHA1"),
+                ("oauth_version", version),
+            ]
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+            let signature = sign("secret", &base_string("GET", url, &params));
+            let header: Vec<String> = params
+                .iter()
+                .chain(std::iter::once(&("oauth_signature".to_string(), signature)))
+                .map(|(n, v)| format!("{n}=\"{}\"", encode(v)))
+                .collect();
+            SignedRequest::parse(Some(&format!("OAuth {}", header.join(", "))), &[])
+        };
+        for version in ["1.0", "1.0A", "1.0a"] {
+            let parsed = signed_with(version).unwrap_or_else(|e| panic!("{version}: {e:?}"));
+            assert!(parsed.verify("GET", url, "secret"), "{version}");
+            // The version is part of the base string: changing it breaks the signature.
+            let mut altered = parsed.clone();
+            for (name, value) in &mut altered.params {
+                if name == "oauth_version" {
+                    *value = if version == "1.0" { "1.0A" } else { "1.0" }.to_string();
+                }
+            }
+            assert!(!altered.verify("GET", url, "secret"), "{version} altered");
+        }
+        for version in ["2.0", "1.0B", "1", "1.0 ", ""] {
+            assert!(
+                matches!(signed_with(version), Err(ApiError::Unauthorized(m)) if m == "unsupported oauth_version; use 1.0"),
+                "{version:?} is refused"
+            );
+        }
     }
 
     /// RFC 5849 3.1: each protocol parameter at most once, `oauth_version` included (it used
