@@ -1,10 +1,12 @@
 //! The `sitehost` command's tests, one binary (each test binary links the whole stack):
 //! `commands` (serve, keys, files sweep, variants), `docs_page` (the reference page in
-//! headless Chromium) and `lambda` (the seven function binaries under a local Lambda
-//! Runtime API, and `events sign`). Tests start their own processes and ports; nothing here
+//! headless Chromium), `lambda` (the seven function binaries under a local Lambda
+//! Runtime API, and `events sign`) and `node_partner` (the Node.js OAuth libraries against
+//! `serve`). Tests start their own processes and ports; nothing here
 //! changes process-wide state.
 
 mod commands;
 mod docs_page;
 mod lambda;
+mod node_partner;
 mod support;
