@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// Validation failures, Tastypie style: field name to messages; whole-object problems
-    /// go under `__all__`.
+    /// go under `__all__`. A field inside nested input is named by its path, dot-separated
+    /// (`upload.file`, `locations.0.phones`), and answered nested
+    /// (`{"upload": {"file": [...]}}`); see [`FieldErrors::add_at`].
     #[error("validation failed: {0:?}")]
     Validation(BTreeMap<String, Vec<String>>),
     #[error("unauthorized: {0}")]
@@ -134,7 +136,7 @@ fn bounded(text: &str) -> String {
 
 fn bounded_fields(fields: &BTreeMap<String, Vec<String>>) -> Value {
     let mut body = serde_json::Map::new();
-    for (field, messages) in fields.iter().take(MAX_FIELDS) {
+    for (field, messages) in fields {
         let mut shown: Vec<String> = Vec::new();
         for message in messages {
             let message = bounded(message);
@@ -142,9 +144,51 @@ fn bounded_fields(fields: &BTreeMap<String, Vec<String>>) -> Value {
                 shown.push(message);
             }
         }
-        body.insert(bounded(field), json!(shown));
+        let path: Vec<String> = field.split(NESTED).map(bounded).collect();
+        if !body.contains_key(&path[0]) && body.len() >= MAX_FIELDS {
+            continue;
+        }
+        insert_nested(&mut body, &path, shown);
     }
     Value::Object(body)
+}
+
+/// Separates the steps of a nested field's path (`locations.0.phones`).
+const NESTED: char = '.';
+
+/// Puts `messages` at `path` in `body`, making objects on the way. A field with messages of
+/// its own and nested ones too keeps its own under `__all__`, as a whole-object problem of
+/// that part of the input.
+fn insert_nested(
+    body: &mut serde_json::Map<String, Value>,
+    path: &[String],
+    messages: Vec<String>,
+) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    if rest.is_empty() {
+        match body.get_mut(first) {
+            Some(Value::Object(nested)) => {
+                insert_nested(nested, &["__all__".to_string()], messages);
+            }
+            Some(Value::Array(existing)) => existing.extend(messages.into_iter().map(Value::from)),
+            _ => {
+                body.insert(first.clone(), json!(messages));
+            }
+        }
+        return;
+    }
+    let entry = body
+        .entry(first.clone())
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if let Value::Array(own) = entry {
+        let own = std::mem::take(own);
+        *entry = json!({ "__all__": own });
+    }
+    if let Value::Object(nested) = entry {
+        insert_nested(nested, rest, messages);
+    }
 }
 
 /// An error and its causes (`std::error::Error::source`), outermost first, as one line:
@@ -169,6 +213,12 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 pub struct FieldErrors(BTreeMap<String, Vec<String>>);
 
 impl FieldErrors {
+    /// A message on a field inside nested input, by its path: `add_at(&["locations", "0",
+    /// "phones"], ...)` answers `{"locations": {"0": {"phones": [...]}}}`.
+    pub fn add_at(&mut self, path: &[&str], message: impl Into<String>) {
+        self.add(&path.join(&NESTED.to_string()), message)
+    }
+
     pub fn add(&mut self, field: &str, message: impl Into<String>) {
         self.0
             .entry(field.to_string())
@@ -188,6 +238,33 @@ impl FieldErrors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_fields_are_answered_nested() {
+        let mut fields = FieldErrors::default();
+        fields.add_at(&["upload", "file"], "not base64");
+        fields.add_at(&["locations", "0", "phones"], "must be a list");
+        fields.add_at(&["locations", "2", "city"], "too long");
+        fields.add("locations", "at most 50");
+        fields.add("business_name", "required");
+        let body = fields
+            .into_result()
+            .err()
+            .map(|e| e.body())
+            .unwrap_or_default();
+        assert_eq!(
+            body,
+            json!({
+                "business_name": ["required"],
+                "locations": {
+                    "__all__": ["at most 50"],
+                    "0": {"phones": ["must be a list"]},
+                    "2": {"city": ["too long"]}
+                },
+                "upload": {"file": ["not base64"]}
+            })
+        );
+    }
 
     #[test]
     fn an_error_body_echoes_a_bounded_amount_of_the_request() {

@@ -1521,3 +1521,31 @@ async fn other_methods_unknown_paths_and_the_reference() {
     let served: Value = serde_json::from_slice(&served.bytes().await.expect("body")).expect("json");
     assert_eq!(&served, support::openapi::document());
 }
+
+/// Validation errors are nested where the input is: a bad `upload.file` answers under
+/// `upload`, then `file`, as the platform documents.
+#[tokio::test]
+async fn an_upload_file_error_is_answered_nested() {
+    let server = Server::start().await;
+    let client = server.client("agency", None).await;
+    for (upload, message) in [
+        (json!({"file": "!!!"}), "Not valid base64"),
+        (
+            json!({"name": "a.png"}),
+            "Required: the image content in base64.",
+        ),
+        (json!({"file": 7}), "Must be a base64 string."),
+    ] {
+        let refused = client
+            .post("/api/v2/images/", &json!({"upload": upload, "site_id": 1}))
+            .await
+            .expect("upload");
+        assert_eq!(refused.status, 400, "{}", refused.body);
+        let messages = refused.body["upload"]["file"].as_array().expect("nested");
+        assert!(
+            messages[0].as_str().is_some_and(|m| m.starts_with(message)),
+            "{}",
+            refused.body
+        );
+    }
+}
