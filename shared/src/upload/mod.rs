@@ -151,7 +151,10 @@ pub fn decode_base64(data: &str, max_bytes: usize) -> Result<Vec<u8>> {
     let payload = match data.trim_start().strip_prefix("data:") {
         Some(rest) => {
             let (meta, payload) = rest.split_once(',').ok_or_else(|| {
-                ApiError::field("upload.file", "The data: URI has no ',' before its content.")
+                ApiError::field(
+                    "upload.file",
+                    "The data: URI has no ',' before its content.",
+                )
             })?;
             if !meta.ends_with(";base64") {
                 return Err(ApiError::field(
