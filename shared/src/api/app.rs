@@ -16,7 +16,7 @@ use crate::api::{
 };
 use crate::auth::{self, Authenticated};
 use crate::clock::{Clock, SystemClock};
-use crate::config::Config;
+use crate::config::{byte_size, larger_images_by_url, Config};
 use crate::error::{ApiError, Result};
 use crate::operations::images as image;
 use crate::operations::{business, Reply, Services};
@@ -59,9 +59,29 @@ impl RequestBody for Bytes {
     }
 }
 
-/// The 413 of a body over `limit` bytes.
+/// The 413 of a body over `limit` bytes, as an adapter reading it answers; `dispatch`
+/// restates it for the route ([`body_too_large_for`]).
 pub fn body_too_large(limit: usize) -> ApiError {
-    ApiError::TooLarge(format!("the request body is over {limit} bytes"))
+    ApiError::TooLarge(format!(
+        "The request body is over the limit of {}.",
+        byte_size(limit as u64)
+    ))
+}
+
+/// The 413 of a body over the configured limit. On the upload route it says what a base64
+/// upload may hold and that a larger image goes by `external_url`: a phone photo of a few
+/// MB is over the body limit once base64-encoded.
+pub fn body_too_large_for(config: &Config, operation: Operation) -> ApiError {
+    if operation != Operation::ImageUpload {
+        return body_too_large(config.max_body_bytes);
+    }
+    ApiError::TooLarge(format!(
+        "The request body is over the limit of {}. A base64 upload may hold at most {} \
+         once decoded; {}.",
+        byte_size(config.max_body_bytes as u64),
+        byte_size(config.upload_max_bytes as u64),
+        larger_images_by_url(config.fetch.max_bytes)
+    ))
 }
 
 impl App {
@@ -179,8 +199,9 @@ impl App {
             return Err(ApiError::NotFound(format!("no resource at {path}")));
         }
         let max_body = self.services.config.max_body_bytes;
+        let too_large = || body_too_large_for(&self.services.config, route.operation);
         if body.known_len().is_some_and(|len| len > max_body as u64) {
-            return Err(body_too_large(max_body));
+            return Err(too_large());
         }
         let params = query_params(&parts.uri)?;
         let now = self.services.clock.now();
@@ -191,10 +212,7 @@ impl App {
                 .read(auth::MAX_FORM_BODY_BYTES)
                 .await
                 .map_err(|err| match err {
-                    ApiError::TooLarge(_) => ApiError::TooLarge(format!(
-                        "a form-encoded body is signed and may have at most {} bytes",
-                        auth::MAX_FORM_BODY_BYTES
-                    )),
+                    ApiError::TooLarge(_) => auth::form_body_too_large(),
                     other => other,
                 })?;
             progress.body_bytes = form.len();
@@ -228,7 +246,10 @@ impl App {
         let body = match (form_body, body) {
             (Some(form), _) => form,
             (None, Some(body)) => {
-                let body = body.read(max_body).await?;
+                let body = body.read(max_body).await.map_err(|err| match err {
+                    ApiError::TooLarge(_) => too_large(),
+                    other => other,
+                })?;
                 progress.body_bytes = body.len();
                 body
             }

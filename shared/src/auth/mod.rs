@@ -68,6 +68,15 @@ pub fn candidate_base_uris(
 /// operation takes a form body, so this only bounds what parsing one may cost.
 pub const MAX_FORM_BODY_BYTES: usize = 64 * 1024;
 
+/// The 413 of a form-encoded body over [`MAX_FORM_BODY_BYTES`].
+pub fn form_body_too_large() -> crate::error::ApiError {
+    crate::error::ApiError::TooLarge(format!(
+        "A form-encoded body is signed and may have at most {}; the API takes JSON bodies \
+         (Content-Type: application/json).",
+        crate::config::byte_size(MAX_FORM_BODY_BYTES as u64)
+    ))
+}
+
 /// Whether a request's body is form-encoded (`application/x-www-form-urlencoded`): its
 /// parameters are signed, so it is read before the signature is checked.
 pub fn is_form(content_type: Option<&str>) -> bool {
@@ -92,9 +101,7 @@ pub fn signed_params(
     let mut params = query.to_vec();
     if is_form(content_type) && !body.is_empty() {
         if body.len() > MAX_FORM_BODY_BYTES {
-            return Err(ApiError::TooLarge(format!(
-                "a form-encoded body is signed and may have at most {MAX_FORM_BODY_BYTES} bytes"
-            )));
+            return Err(form_body_too_large());
         }
         let text = std::str::from_utf8(body).map_err(|_| {
             ApiError::Unauthorized("the form-encoded body is not valid UTF-8".into())
@@ -251,7 +258,7 @@ mod tests {
         let form = Some("application/x-www-form-urlencoded");
         assert!(matches!(
             signed_params(&[], form, &big),
-            Err(ApiError::TooLarge(_))
+            Err(ApiError::TooLarge(m)) if m.contains("at most 65,536 bytes (65.5 KB)")
         ));
         assert!(signed_params(&[], form, &big[1..]).is_ok());
         assert!(matches!(

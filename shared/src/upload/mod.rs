@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::account::Caller;
 use crate::business::Business;
-use crate::config::Config;
+use crate::config::{byte_size, larger_images_by_url, Config};
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::image::{variant_path, Image, NewImage};
 use crate::operations::upload_stats::record_upload;
@@ -146,8 +146,16 @@ impl UploadRequest {
 }
 
 /// Decodes plain base64 or a `data:` URI, tolerating line breaks and spaces. The size cap
-/// is checked on the encoded length before decoding anything.
-pub fn decode_base64(data: &str, max_bytes: usize) -> Result<Vec<u8>> {
+/// is checked on the encoded length before decoding anything; its 413 says that a larger
+/// image goes by `external_url`, up to `fetch_max_bytes`.
+pub fn decode_base64(data: &str, max_bytes: usize, fetch_max_bytes: u64) -> Result<Vec<u8>> {
+    let too_large = || {
+        ApiError::TooLarge(format!(
+            "The decoded file is over the upload limit of {}; {}.",
+            byte_size(max_bytes as u64),
+            larger_images_by_url(fetch_max_bytes)
+        ))
+    };
     let payload = match data.trim_start().strip_prefix("data:") {
         Some(rest) => {
             let (meta, payload) = rest.split_once(',').ok_or_else(|| {
@@ -182,9 +190,7 @@ pub fn decode_base64(data: &str, max_bytes: usize) -> Result<Vec<u8>> {
         return Err(ApiError::field("upload.file", "The file is empty."));
     }
     if compact.len() / 4 * 3 > max_bytes + 3 {
-        return Err(ApiError::TooLarge(format!(
-            "The decoded file is over the upload limit of {max_bytes} bytes."
-        )));
+        return Err(too_large());
     }
     let bytes = BASE64
         .decode(&compact)
@@ -193,9 +199,7 @@ pub fn decode_base64(data: &str, max_bytes: usize) -> Result<Vec<u8>> {
         return Err(ApiError::field("upload.file", "The file is empty."));
     }
     if bytes.len() > max_bytes {
-        return Err(ApiError::TooLarge(format!(
-            "The decoded file is over the upload limit of {max_bytes} bytes."
-        )));
+        return Err(too_large());
     }
     Ok(bytes)
 }
@@ -345,7 +349,11 @@ async fn upload(
         }
         Source::Base64 { name, data } => {
             let started = Instant::now();
-            let decoded = decode_base64(data, services.config.upload_max_bytes);
+            let decoded = decode_base64(
+                data,
+                services.config.upload_max_bytes,
+                services.config.fetch.max_bytes,
+            );
             record_upload(|stats| stats.base64 = Some(started.elapsed()));
             (Bytes::from(decoded?), name.clone())
         }
@@ -510,30 +518,39 @@ mod tests {
     #[test]
     fn base64_forms() {
         assert_eq!(
-            decode_base64("aGVs\nbG8=", 100).ok(),
+            decode_base64("aGVs\nbG8=", 100, 1000).ok(),
             Some(b"hello".to_vec())
         );
-        assert_eq!(decode_base64("aGVsbG8", 100).ok(), Some(b"hello".to_vec()));
         assert_eq!(
-            decode_base64("data:image/png;base64,aGVsbG8=", 100).ok(),
+            decode_base64("aGVsbG8", 100, 1000).ok(),
+            Some(b"hello".to_vec())
+        );
+        assert_eq!(
+            decode_base64("data:image/png;base64,aGVsbG8=", 100, 1000).ok(),
             Some(b"hello".to_vec())
         );
         assert!(matches!(
-            decode_base64("not base64!!", 100),
+            decode_base64("not base64!!", 100, 1000),
             Err(ApiError::Validation(_))
         ));
         assert!(matches!(
-            decode_base64("", 100),
+            decode_base64("", 100, 1000),
             Err(ApiError::Validation(_))
         ));
         assert!(matches!(
-            decode_base64("data:text/plain,hello", 100),
+            decode_base64("data:text/plain,hello", 100, 1000),
             Err(ApiError::Validation(_))
         ));
-        assert!(matches!(
-            decode_base64(&"QUFB".repeat(100), 30),
-            Err(ApiError::TooLarge(_))
-        ));
+        for over in ["QUFB".repeat(100), "QUFB".repeat(11)] {
+            match decode_base64(&over, 30, 26_214_400) {
+                Err(ApiError::TooLarge(message)) => assert_eq!(
+                    message,
+                    "The decoded file is over the upload limit of 30 bytes; send a larger \
+                     image by external_url, which takes files up to 26,214,400 bytes (26.2 MB)."
+                ),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

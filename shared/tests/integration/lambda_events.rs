@@ -398,6 +398,49 @@ async fn a_maximum_size_upload_event_fits_the_lambda_payload_limit() {
         .handle_operation(Operation::ImageUpload, lambda::from_lambda(request))
         .await;
     assert_eq!(response.status().as_u16(), 413);
+    // The refusal names the limit in bytes and MB, and what to do instead.
+    let body: Value = serde_json::from_slice(response.body()).expect("json body");
+    assert_eq!(
+        body["error"],
+        "The decoded file is over the upload limit of 4,669,440 bytes (4.6 MB); send a \
+         larger image by external_url, which takes files up to 26,214,400 bytes (26.2 MB)."
+    );
+}
+
+/// A body over the limit is refused before anything else, naming the limit in bytes and
+/// MB; on the upload route (a 5.5 MB phone photo is 7.3 MB of base64) it also says what a
+/// base64 upload may hold and that a larger image goes by `external_url`.
+#[tokio::test]
+async fn a_body_over_the_limit_says_the_limit_and_what_to_do() {
+    let (app, _dir) = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
+    let body = bytes::Bytes::from(vec![b' '; sitehost::config::DEFAULT_MAX_BODY_BYTES + 1]);
+    for (operation, method, path, expected) in [
+        (
+            Operation::ImageUpload,
+            "POST",
+            "/api/v2/images/",
+            "The request body is over the limit of 7,340,032 bytes (7.3 MB). A base64 upload \
+             may hold at most 4,669,440 bytes (4.6 MB) once decoded; send a larger image by \
+             external_url, which takes files up to 26,214,400 bytes (26.2 MB).",
+        ),
+        (
+            Operation::BusinessCreate,
+            "POST",
+            "/api/v2/businesses/",
+            "The request body is over the limit of 7,340,032 bytes (7.3 MB).",
+        ),
+    ] {
+        let request = http::Request::builder()
+            .method(method)
+            .uri(format!("https://{API_HOST}{path}"))
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .expect("request");
+        let response = app.handle_operation(operation, request).await;
+        assert_eq!(response.status().as_u16(), 413, "{path}");
+        let answer: Value = serde_json::from_slice(response.body()).expect("json body");
+        assert_eq!(answer["error"], expected, "{path}");
+    }
 }
 
 /// Requests no route matches reach the `$default` route's function (business-get in the

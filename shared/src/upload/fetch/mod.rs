@@ -422,7 +422,8 @@ fn timed_out(after: Duration) -> ApiError {
 
 fn too_large(max: u64) -> ApiError {
     ApiError::TooLarge(format!(
-        "The file at external_url is larger than the limit of {max} bytes."
+        "The file at external_url is over the limit of {}.",
+        crate::config::byte_size(max)
     ))
 }
 

@@ -30,7 +30,7 @@ use anyhow::Context;
 use rayon::prelude::*;
 
 use crate::error::{ApiError, Result};
-use crate::image::VARIANTS;
+use crate::image::{fit, VARIANTS};
 
 /// The form field that validation errors are reported under.
 const FIELD: &str = "upload";
@@ -95,14 +95,16 @@ impl Limits {
     fn check(&self, width: u32, height: u32) -> Result<()> {
         if width > self.max_side || height > self.max_side {
             return Err(ApiError::TooLarge(format!(
-                "the image is {width}x{height} pixels; at most {} pixels a side are accepted",
+                "the image is {width}x{height} pixels; at most {} pixels a side are accepted: \
+                 scale it down and upload it again",
                 self.max_side
             )));
         }
         let pixels = u64::from(width) * u64::from(height);
         if pixels > self.max_pixels {
             return Err(ApiError::TooLarge(format!(
-                "the image is {width}x{height} pixels ({:.1} megapixels); at most {} megapixels are accepted",
+                "the image is {width}x{height} pixels ({:.1} megapixels); at most {} megapixels are \
+                 accepted: scale it down and upload it again",
                 pixels as f64 / 1e6,
                 self.max_pixels as f64 / 1e6
             )));
@@ -225,7 +227,7 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
     let mut distinct: Vec<(u32, u32)> = Vec::with_capacity(VARIANTS.len());
     let mut which = Vec::with_capacity(VARIANTS.len());
     for &(_, side) in &VARIANTS {
-        let (w, h) = resize::fit(info.width, info.height, side);
+        let (w, h) = fit(info.width, info.height, side);
         let stored = if swap { (h, w) } else { (w, h) };
         // Images smaller than some boxes give equal consecutive sizes: make and encode once.
         if distinct.last() != Some(&stored) {
@@ -249,7 +251,7 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
     let mut variants = Vec::with_capacity(VARIANTS.len());
     for (&(name, side), &index) in VARIANTS.iter().zip(&which) {
         let pixels = &upright[index];
-        if (pixels.width, pixels.height) != resize::fit(info.width, info.height, side) {
+        if (pixels.width, pixels.height) != fit(info.width, info.height, side) {
             return Err(ApiError::internal(format!(
                 "variant {name} came out at the wrong size"
             )));
