@@ -15,6 +15,26 @@ pub const VARIANTS: [(&str, u32); 5] = [
     ("thumbnail", 150),
 ];
 
+/// Size of a variant fitting the longest side into `box_side`, never upscaled:
+/// scale = box / max(w, h); the other side is round(side * scale), at least 1. The
+/// pipeline makes variants at exactly this size, so the image object states each one's
+/// size from the original's alone.
+pub fn fit(width: u32, height: u32, box_side: u32) -> (u32, u32) {
+    let long = width.max(height);
+    if long <= box_side {
+        return (width, height);
+    }
+    let scale = f64::from(box_side) / f64::from(long);
+    let side = |v: u32| {
+        if v == long {
+            box_side
+        } else {
+            ((f64::from(v) * scale).round() as u32).max(1)
+        }
+    };
+    (side(width), side(height))
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Image {
     pub id: i64,
@@ -111,10 +131,45 @@ impl Image {
         format!("/api/v2/images/{}/", self.id)
     }
 
+    /// Each variant's name, path and size, largest first.
+    pub fn variants(&self) -> impl Iterator<Item = (&'static str, String, (u32, u32))> + '_ {
+        VARIANTS.iter().map(|&(name, side)| {
+            (
+                name,
+                variant_path(&self.path, name),
+                fit(self.width, self.height, side),
+            )
+        })
+    }
+
+    /// A `srcset` of the variants' local paths with their widths (`/img/upload/a.small.jpg
+    /// 320w, ...`), smallest first, each width once (an image smaller than a box gives
+    /// equal sizes; the smaller variant's file stands for them).
+    pub fn srcset(&self) -> String {
+        let mut candidates: Vec<(u32, String)> = Vec::new();
+        for (_, path, (width, _)) in self.variants() {
+            match candidates.last_mut() {
+                Some(last) if last.0 == width => last.1 = path,
+                _ => candidates.push((width, path)),
+            }
+        }
+        candidates
+            .iter()
+            .rev()
+            .map(|(width, path)| format!("/{path} {width}w"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub fn to_json(&self) -> Value {
         let mut sizes = Map::new();
-        for (size, _) in VARIANTS {
-            sizes.insert(size.into(), Value::String(variant_path(&self.path, size)));
+        let mut variants = Map::new();
+        for (name, path, (width, height)) in self.variants() {
+            variants.insert(
+                name.into(),
+                json!({"path": path, "width": width, "height": height}),
+            );
+            sizes.insert(name.into(), Value::String(path));
         }
         sizes.insert("original".into(), Value::String(self.path.clone()));
         json!({
@@ -131,6 +186,8 @@ impl Image {
             "modified": format_timestamp(self.modified),
             "resource_uri": self.resource_uri(),
             "sizes": sizes,
+            "variants": variants,
+            "srcset": self.srcset(),
         })
     }
 }
@@ -174,6 +231,58 @@ mod tests {
             v.get("partner_sub_id").is_none(),
             "the JSON shape is the contract's"
         );
+    }
+
+    #[test]
+    fn variants_state_their_sizes_and_make_a_srcset() {
+        let image = NewImage {
+            id: None,
+            path: "img/upload/a.jpg".into(),
+            mimetype: "image/jpeg".into(),
+            width: 4000,
+            height: 3000,
+            site_id: None,
+            business_id: None,
+            partner_sub_id: None,
+            user_id: 1,
+        }
+        .into_image(9, 1, 0);
+        let v = image.to_json();
+        assert_eq!(
+            v["variants"]["big"],
+            json!({"path": "img/upload/a.big.jpg", "width": 2048, "height": 1536})
+        );
+        assert_eq!(
+            v["variants"]["thumbnail"],
+            json!({"path": "img/upload/a.thumbnail.jpg", "width": 150, "height": 113})
+        );
+        assert_eq!(
+            v["srcset"],
+            "/img/upload/a.thumbnail.jpg 150w, /img/upload/a.small.jpg 320w, \
+             /img/upload/a.medium.jpg 640w, /img/upload/a.large.jpg 1024w, \
+             /img/upload/a.big.jpg 2048w"
+        );
+        // A 500 px image: big, large and medium are all 500 wide; the medium file stands
+        // for that width.
+        let small = Image {
+            width: 500,
+            height: 400,
+            ..image
+        };
+        assert_eq!(
+            small.srcset(),
+            "/img/upload/a.thumbnail.jpg 150w, /img/upload/a.small.jpg 320w, \
+             /img/upload/a.medium.jpg 500w"
+        );
+    }
+
+    #[test]
+    fn fit_follows_the_rule() {
+        assert_eq!(fit(4000, 3000, 2048), (2048, 1536));
+        assert_eq!(fit(4000, 3000, 150), (150, 113)); // 112.5 rounds up
+        assert_eq!(fit(3000, 4000, 150), (113, 150));
+        assert_eq!(fit(10000, 10, 320), (320, 1)); // 0.32 -> at least 1
+        assert_eq!(fit(100, 50, 320), (100, 50), "never upscaled");
     }
 
     #[test]

@@ -8,24 +8,6 @@ use fir::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use super::codec::{Layout, Pixels};
 use crate::error::{ApiError, Result};
 
-/// Size of a variant fitting the longest side into `box_side`, never upscaled:
-/// scale = box / max(w, h); the other side is round(side * scale), at least 1.
-pub(super) fn fit(width: u32, height: u32, box_side: u32) -> (u32, u32) {
-    let long = width.max(height);
-    if long <= box_side {
-        return (width, height);
-    }
-    let scale = f64::from(box_side) / f64::from(long);
-    let side = |v: u32| {
-        if v == long {
-            box_side
-        } else {
-            ((f64::from(v) * scale).round() as u32).max(1)
-        }
-    };
-    (side(width), side(height))
-}
-
 /// Makes every target size (distinct, largest first) from `source`. Each one is downsampled
 /// from the smallest already-made image at least twice its size (or else the source), so
 /// every step is a 2x-or-more Lanczos reduction of a sharp image, and the full-size source

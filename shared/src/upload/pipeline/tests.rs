@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use ::image::codecs::gif::GifEncoder;
 use ::image::{DynamicImage, Frame, GenericImageView, Rgb, RgbImage, Rgba, RgbaImage};
 
-use super::resize::fit;
 use super::*;
+use crate::image::fit;
 
 const RED: [u8; 3] = [255, 0, 0];
 const GREEN: [u8; 3] = [0, 255, 0];
