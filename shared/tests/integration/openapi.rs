@@ -237,3 +237,457 @@ fn a_wrong_allow_header_fails() {
         &json!({"error": "method PATCH is not allowed on this path"}),
     );
 }
+
+/// A constant the crate keeps private (`const NAME: T = value;` in `file`, relative to
+/// `shared/src`), read from its source: the document's figure is compared with the code's
+/// own, not with a copy.
+fn source_const(file: &str, name: &str) -> u64 {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src")
+        .join(file);
+    let text = std::fs::read_to_string(&path).expect("source file");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("const {name}:")))
+        .unwrap_or_else(|| panic!("no const {name} in {file}"));
+    let value = line.split('=').nth(1).expect("a value").trim();
+    value
+        .trim_end_matches(';')
+        .replace('_', "")
+        .parse()
+        .unwrap_or_else(|_| panic!("const {name} in {file} is not a number: {line}"))
+}
+
+/// `n` bytes as whole MiB (`7 MiB`), where they are whole.
+fn mib(n: u64) -> String {
+    assert_eq!(n % (1 << 20), 0, "{n} bytes are not whole MiB");
+    format!("{} MiB", n >> 20)
+}
+
+/// Every figure the reference states, as the phrase it is stated in, made from the code's
+/// constants. A figure in the document's prose that none of these (nor the harmless
+/// numbers below) accounts for fails `every_figure_the_document_states_is_the_codes`.
+fn stated_figures() -> Vec<String> {
+    use sitehost::config::{self, thousands};
+    let fetch = config::FetchConfig::default();
+    let pixels = config::ImageLimits::default();
+    let window = sitehost::auth::TIMESTAMP_WINDOW_SECS;
+    let max_limit = sitehost::operations::listing::MAX_LIMIT;
+    let mut figures = vec![
+        // The request body (`SITEHOST_MAX_BODY_BYTES`).
+        mib(config::DEFAULT_MAX_BODY_BYTES as u64),
+        // Uploads, fetches and images.
+        format!(
+            "{} bytes",
+            thousands(config::DEFAULT_UPLOAD_MAX_BYTES as u64)
+        ),
+        format!("{} bytes", thousands(fetch.max_bytes)),
+        mib(fetch.max_bytes),
+        format!("{} pixels", thousands(pixels.max_pixels)),
+        format!("{} pixels a side", thousands(u64::from(pixels.max_side))),
+        format!("{} s to connect", fetch.connect_timeout.as_secs()),
+        format!("{} s in all", fetch.total_timeout.as_secs()),
+        format!("{} redirects", fetch.max_redirects),
+        // Budgets.
+        format!(
+            "{} uploads a minute",
+            thousands(config::DEFAULT_UPLOADS_PER_MINUTE)
+        ),
+        format!(
+            "{} requests a minute",
+            thousands(config::DEFAULT_REQUESTS_PER_MINUTE)
+        ),
+        // Signatures.
+        format!("{window} seconds"),
+        format!("{window} s off"),
+        // Paging.
+        format!("default {}", sitehost::operations::listing::DEFAULT_LIMIT),
+        format!("clamped to {max_limit}"),
+        format!("`0` means {max_limit}"),
+        format!(
+            "at most {}",
+            sitehost::operations::business::DETAIL_IMAGES_LIMIT
+        ),
+        // Fields.
+        format!("1 to {} characters", sitehost::business::MAX_NAME_CHARS),
+        // What a 400 echoes (error.rs) and DynamoDB's busy answer (store/dynamo).
+        format!(
+            "at most {} characters",
+            source_const("error.rs", "MAX_ECHO_CHARS")
+        ),
+        format!(
+            "at most {} per field",
+            source_const("error.rs", "MAX_MESSAGES_PER_FIELD")
+        ),
+        format!("{} fields", source_const("error.rs", "MAX_FIELDS")),
+        format!(
+            "{} attempts",
+            source_const("store/dynamo/mod.rs", "MAX_ATTEMPTS")
+        ),
+        format!(
+            "`Retry-After: {}`",
+            source_const("store/dynamo/mod.rs", "BUSY_RETRY_AFTER_SECS")
+        ),
+    ];
+    // The variants' boxes, however a sentence names them.
+    for (name, side) in sitehost::image::VARIANTS {
+        figures.extend([
+            format!("`{name}` {side}"),
+            format!("{name} {side}"),
+            format!("{side}px"),
+        ]);
+    }
+    // The 413 example is what the upload route answers with the default limits.
+    let config = sitehost::config::Config::embedded(std::path::PathBuf::from("unused"));
+    match sitehost::api::app::body_too_large_for(&config, Operation::ImageUpload) {
+        sitehost::ApiError::TooLarge(message) => figures.push(message),
+        other => panic!("{other:?}"),
+    }
+    figures.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    figures
+}
+
+/// Numbers in the prose that are no limit: names, formats, examples, booleans.
+const HARMLESS: &[&str] = &[
+    "version 2",
+    "api/v2",
+    "RFC 5849",
+    "rfc5849",
+    "RFC 3986",
+    "OAuth 1.0a",
+    "HMAC-SHA1",
+    "OAuth1Session",
+    "64-bit",
+    "base64",
+    "Base64",
+    "UTF-8",
+    "`1.0`",
+    "`1.0A`",
+    "`1.0a`",
+    "2013-05-24T11:40:21",
+    "`0`",
+    "`1`",
+    "\"0\"",
+    "default 0",
+    "no business with id 42",
+    "100vw",
+];
+
+/// The prose of the document (descriptions, summaries, titles, example error messages),
+/// with its JSON pointer.
+fn prose(value: &Value, pointer: String, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                let pointer = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+                match value {
+                    Value::String(text)
+                        if ["description", "summary", "title", "error"].contains(&key.as_str()) =>
+                    {
+                        out.push((pointer, text.clone()))
+                    }
+                    _ => prose(value, pointer, out),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                prose(item, format!("{pointer}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every number the reference states, in its prose or as a schema bound, is the code's
+/// constant: made from it (`stated_figures`) or compared with it here. A hand-copied number
+/// fails: state it through one of the phrases above, or add the phrase made from its constant.
+#[test]
+fn every_figure_the_document_states_is_the_codes() {
+    let doc = document();
+    let figures = stated_figures();
+    let statuses: BTreeSet<String> = doc["paths"]
+        .as_object()
+        .expect("paths")
+        .values()
+        .flat_map(|item| item.as_object().expect("path item").values())
+        .filter_map(|operation| operation.get("responses")?.as_object())
+        .flat_map(|responses| responses.keys().cloned())
+        .chain(["403", "404", "405", "502", "504"].map(String::from))
+        .collect();
+    let mut texts = Vec::new();
+    prose(doc, String::new(), &mut texts);
+    let mut unclaimed = Vec::new();
+    for (pointer, text) in &texts {
+        // The worked signing example is checked against our signer above.
+        let mut rest = text
+            .split("#### Worked example")
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        for phrase in figures
+            .iter()
+            .map(String::as_str)
+            .chain(HARMLESS.iter().copied())
+        {
+            rest = rest.replace(phrase, " ");
+        }
+        let mut chars = rest.char_indices().peekable();
+        while let Some((start, c)) = chars.next() {
+            if !c.is_ascii_digit() {
+                continue;
+            }
+            let mut end = start + 1;
+            while let Some((i, c)) = chars.peek().copied() {
+                if !(c.is_ascii_digit()
+                    || c == ',' && rest[i + 1..].starts_with(|d: char| d.is_ascii_digit()))
+                {
+                    break;
+                }
+                end = i + c.len_utf8();
+                chars.next();
+            }
+            let number = &rest[start..end];
+            if !statuses.contains(number) {
+                let from = rest[..start]
+                    .char_indices()
+                    .rev()
+                    .nth(40)
+                    .map_or(0, |(i, _)| i);
+                let to = rest[end..]
+                    .char_indices()
+                    .nth(40)
+                    .map_or(rest.len(), |(i, _)| end + i);
+                unclaimed.push(format!("{pointer}: {number} in \"{}\"", &rest[from..to]));
+            }
+        }
+    }
+    assert!(
+        unclaimed.is_empty(),
+        "figures in docs/openapi.json made from no constant (state them through \
+         stated_figures() in shared/tests/integration/openapi.rs):\n{}",
+        unclaimed.join("\n")
+    );
+
+    // The limits a partner needs are stated where they are looked for.
+    let config = sitehost::config::Config::embedded(std::path::PathBuf::from("unused"));
+    let upload = doc["paths"]["/api/v2/images/"]["post"]["description"]
+        .as_str()
+        .expect("upload description");
+    for figure in [
+        format!(
+            "{} bytes",
+            sitehost::config::thousands(config.upload_max_bytes as u64)
+        ),
+        mib(config.fetch.max_bytes),
+        format!(
+            "{} pixels",
+            sitehost::config::thousands(config.image_limits.max_pixels)
+        ),
+        "429".to_string(),
+        "external_url".to_string(),
+    ] {
+        assert!(
+            upload.contains(&figure),
+            "the upload description states {figure}"
+        );
+    }
+    let file = doc["components"]["schemas"]["ImageUploadBase64"]["properties"]["upload"]
+        ["properties"]["file"]["description"]
+        .as_str()
+        .expect("file description");
+    assert!(file.contains(&format!(
+        "{} bytes",
+        sitehost::config::thousands(config.upload_max_bytes as u64)
+    )));
+    let too_large = &doc["components"]["responses"]["TooLarge"];
+    assert!(too_large["description"]
+        .as_str()
+        .is_some_and(|d| d.contains(&mib(config.max_body_bytes as u64))));
+    assert!(figures.iter().any(|f| {
+        too_large["content"]["application/json"]["example"]["error"].as_str() == Some(f)
+    }));
+}
+
+/// The schema bounds (`maxLength`, `maximum`, `maxItems`, `default`, ...) are the code's
+/// constants; 0 and 1 are structural (non-negative, non-empty) and need none.
+#[test]
+fn every_schema_bound_is_the_codes() {
+    fn walk(value: &Value, pointer: &str, found: &mut Vec<(String, String, u64)>) {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    if key == "example" || key == "examples" {
+                        continue;
+                    }
+                    let bound = [
+                        "maxLength",
+                        "minLength",
+                        "maximum",
+                        "minimum",
+                        "maxItems",
+                        "minItems",
+                        "maxProperties",
+                        "minProperties",
+                        "default",
+                        "exclusiveMaximum",
+                        "exclusiveMinimum",
+                        "multipleOf",
+                    ]
+                    .contains(&key.as_str());
+                    match value.as_u64() {
+                        Some(n) if bound && n > 1 => {
+                            found.push((pointer.to_string(), key.clone(), n))
+                        }
+                        _ => walk(value, &format!("{pointer}/{key}"), found),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, &format!("{pointer}/{i}"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    walk(document(), "", &mut found);
+    assert!(found.len() > 20, "{found:?}");
+    let max_limit = sitehost::operations::listing::MAX_LIMIT;
+    for (pointer, key, value) in found {
+        let expected: u64 = match (key.as_str(), pointer.rsplit('/').next().unwrap_or("")) {
+            ("maximum", _) if value == i64::MAX as u64 => i64::MAX as u64,
+            ("maximum", "limit") => max_limit,
+            ("default", "schema") if pointer.contains("/parameters/limit/") => {
+                sitehost::operations::listing::DEFAULT_LIMIT
+            }
+            ("maxLength", "business_name") => sitehost::business::MAX_NAME_CHARS as u64,
+            ("maxLength", "partner_business_id" | "partner_sub_id") => {
+                sitehost::business::MAX_PARTNER_ID_CHARS as u64
+            }
+            ("maxItems", "objects") => max_limit,
+            ("maxItems", "images") => sitehost::operations::business::DETAIL_IMAGES_LIMIT,
+            ("maxItems", _) if pointer.contains("/ValidationMessages/") => {
+                source_const("error.rs", "MAX_MESSAGES_PER_FIELD")
+            }
+            _ => panic!(
+                "{pointer}/{key} = {value} in docs/openapi.json comes from no constant: \
+                 compare it with its constant in every_schema_bound_is_the_codes"
+            ),
+        };
+        assert_eq!(value, expected, "{pointer}/{key}");
+    }
+}
+
+/// The README and docs/deploy.md state the same defaults as the code.
+#[test]
+fn the_readme_and_deploy_guide_state_the_codes_limits() {
+    use sitehost::config::{self, thousands};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let deploy = std::fs::read_to_string(root.join("docs/deploy.md")).expect("deploy.md");
+    let fetch = config::FetchConfig::default();
+    let pixels = config::ImageLimits::default();
+    let server = config::ServerLimits::default();
+    let upload = config::DEFAULT_UPLOAD_MAX_BYTES as u64;
+    let body = config::DEFAULT_MAX_BODY_BYTES as u64;
+    let defaults: Vec<(&str, String)> = vec![
+        ("SITEHOST_MAX_BODY_BYTES", format!("{body} ({})", mib(body))),
+        ("SITEHOST_UPLOAD_MAX_BYTES", upload.to_string()),
+        ("SITEHOST_FETCH_MAX_BYTES", fetch.max_bytes.to_string()),
+        ("SITEHOST_MAX_PIXELS", pixels.max_pixels.to_string()),
+        ("SITEHOST_MAX_SIDE", pixels.max_side.to_string()),
+        ("SITEHOST_ID_BLOCK", config::DEFAULT_ID_BLOCK.to_string()),
+        (
+            "SITEHOST_REQUESTS_PER_MINUTE",
+            config::DEFAULT_REQUESTS_PER_MINUTE.to_string(),
+        ),
+        (
+            "SITEHOST_UPLOADS_PER_MINUTE",
+            config::DEFAULT_UPLOADS_PER_MINUTE.to_string(),
+        ),
+        (
+            "SITEHOST_HEADER_TIMEOUT_SECS",
+            server.header_timeout.as_secs().to_string(),
+        ),
+        (
+            "SITEHOST_BODY_TIMEOUT_SECS",
+            server.body_timeout.as_secs().to_string(),
+        ),
+        (
+            "SITEHOST_UPLOAD_WAIT_SECS",
+            server.upload_wait.as_secs().to_string(),
+        ),
+        ("SITEHOST_MAX_FETCHES", server.max_fetches.to_string()),
+        (
+            "SITEHOST_WRITE_TIMEOUT_SECS",
+            server.write_timeout.as_secs().to_string(),
+        ),
+    ];
+    // README: | `VAR` | used by | meaning | default |; deploy.md: | `VAR` | default | meaning |.
+    let cell = |text: &str, var: &str, column: usize| -> Option<String> {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{var}` |")))?;
+        Some(row.split('|').nth(column)?.trim().to_string())
+    };
+    let starts_with_number = |cell: &str, number: &str| {
+        cell.strip_prefix(number)
+            .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    for (var, expected) in &defaults {
+        let stated = cell(&readme, var, 4).unwrap_or_else(|| panic!("README lists {var}"));
+        assert!(
+            starts_with_number(&stated, expected),
+            "README: {var} defaults to {expected}, not {stated}"
+        );
+        if let Some(stated) = cell(&deploy, var, 2) {
+            assert!(
+                starts_with_number(&stated, expected),
+                "docs/deploy.md: {var} defaults to {expected}, not {stated}"
+            );
+        }
+    }
+    assert!(
+        cell(&deploy, "SITEHOST_UPLOAD_MAX_BYTES", 2).is_some(),
+        "docs/deploy.md states the upload limit"
+    );
+    // The README's table of upload limits and its prose.
+    for phrase in [
+        format!(
+            "| decoded base64 upload | {} bytes ({} KiB",
+            thousands(upload),
+            thousands(upload / 1024)
+        ),
+        format!(
+            "| fetched file | {} bytes ({})",
+            thousands(fetch.max_bytes),
+            mib(fetch.max_bytes)
+        ),
+        format!("| {} |", thousands(pixels.max_pixels)),
+        format!(
+            "| pixels a side | {} |",
+            thousands(u64::from(pixels.max_side))
+        ),
+        format!(
+            "{} s to connect, {} s in all",
+            fetch.connect_timeout.as_secs(),
+            fetch.total_timeout.as_secs()
+        ),
+        format!("| redirects | {},", fetch.max_redirects),
+        format!(
+            "`limit` defaults to {} and is clamped to {}",
+            sitehost::operations::listing::DEFAULT_LIMIT,
+            sitehost::operations::listing::MAX_LIMIT
+        ),
+        format!("1 to {} characters", sitehost::business::MAX_NAME_CHARS),
+        format!(
+            "within {} s of the server's clock",
+            sitehost::auth::TIMESTAMP_WINDOW_SECS
+        ),
+        format!("at most {} KiB", sitehost::auth::MAX_FORM_BODY_BYTES >> 10),
+    ] {
+        assert!(readme.contains(&phrase), "README states {phrase:?}");
+    }
+}
