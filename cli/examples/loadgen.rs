@@ -71,6 +71,7 @@ async fn seed(data_dir: PathBuf, count: u64) -> Result<(), Box<dyn std::error::E
             category_id: Some((i % 50) as i64 + 1),
             logo_image_id: None,
             user_id: key.user_id,
+            ..Default::default()
         };
         store
             .create_business(account.id, new, now - (count - i) as i64)

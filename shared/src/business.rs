@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 use crate::account::Caller;
 use crate::clock::format_timestamp;
 use crate::error::{ApiError, FieldErrors, Result};
+use crate::location::{self, Location, NewLocation};
 use crate::validate;
 
 pub const MAX_NAME_CHARS: usize = 255;
@@ -28,8 +29,18 @@ pub struct Business {
     pub modified: i64,
 }
 
-/// A validated create request; the store assigns `id` and the timestamps.
+/// A business with what only its detail view shows: its services and its locations. The
+/// stores keep them apart from the record, so lists never read them.
 #[derive(Debug, Clone, PartialEq)]
+pub struct BusinessDetail {
+    pub business: Business,
+    pub services: Vec<String>,
+    pub locations: Vec<Location>,
+}
+
+/// A validated create request; the store assigns `id` and the timestamps (and the ids of
+/// the locations).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct NewBusiness {
     pub business_name: String,
     pub partner_business_id: Option<String>,
@@ -37,6 +48,9 @@ pub struct NewBusiness {
     pub category_id: Option<i64>,
     pub logo_image_id: Option<i64>,
     pub user_id: i64,
+    pub services: Vec<String>,
+    /// Their `id`s are ignored: every location of a new business gets a new id.
+    pub locations: Vec<NewLocation>,
 }
 
 /// A validated update: `None` leaves a field as it is; `Some(None)` sets a nullable field
@@ -49,6 +63,11 @@ pub struct BusinessPatch {
     pub partner_sub_id: Option<Option<String>>,
     pub category_id: Option<Option<i64>>,
     pub logo_image_id: Option<Option<i64>>,
+    /// Replaces the services.
+    pub services: Option<Vec<String>>,
+    /// Replaces the locations (`location::replace`: a location keeps the `id` it gives
+    /// when that is one of this business's locations).
+    pub locations: Option<Vec<NewLocation>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,13 +176,64 @@ impl Business {
             "resource_uri": self.resource_uri(),
         })
     }
+}
 
-    /// The detail representation: the list one plus `logo_image` and `images`.
-    pub fn to_detail_json(&self, logo_image: Option<Value>, images: Vec<Value>) -> Value {
-        let mut value = self.to_json();
+impl BusinessDetail {
+    /// A business without services or locations.
+    pub fn bare(business: Business) -> Self {
+        BusinessDetail {
+            business,
+            services: Vec::new(),
+            locations: Vec::new(),
+        }
+    }
+
+    /// How many new location ids applying `patch` takes.
+    pub fn ids_needed(&self, patch: &BusinessPatch) -> usize {
+        patch
+            .locations
+            .as_ref()
+            .map_or(0, |given| location::ids_needed(&self.locations, given))
+    }
+
+    /// Applies a validated patch, new locations taking their ids from `fresh` (at least
+    /// [`Self::ids_needed`] of them); returns whether anything changed.
+    pub fn apply(
+        &mut self,
+        patch: &BusinessPatch,
+        now: i64,
+        fresh: &mut impl Iterator<Item = i64>,
+    ) -> Result<bool> {
+        let before = self.clone();
+        self.business.apply(patch, now);
+        if let Some(services) = &patch.services {
+            self.services = services.clone();
+        }
+        if let Some(given) = &patch.locations {
+            self.locations = location::replace(&before.locations, given, fresh)
+                .ok_or_else(|| ApiError::internal("too few location ids allocated"))?;
+        }
+        let changed = *self != before;
+        if changed {
+            self.business.modified = now;
+        }
+        Ok(changed)
+    }
+
+    /// The detail representation: the list one plus `logo_image`, `images`, `category`
+    /// (`{"id": category_id}`: there is no category resource here), `services` and
+    /// `locations`.
+    pub fn to_json(&self, logo_image: Option<Value>, images: Vec<Value>) -> Value {
+        let business = &self.business;
+        let mut value = business.to_json();
         if let Value::Object(map) = &mut value {
             map.insert("logo_image".into(), logo_image.unwrap_or(Value::Null));
             map.insert("images".into(), Value::Array(images));
+            let category = business.category_id.map(|id| json!({ "id": id }));
+            map.insert("category".into(), category.unwrap_or(Value::Null));
+            map.insert("services".into(), json!(self.services));
+            let locations = self.locations.iter().map(|l| l.to_json(business.id));
+            map.insert("locations".into(), Value::Array(locations.collect()));
         }
         value
     }
@@ -265,6 +335,8 @@ impl NewBusiness {
         let partner_sub_id = checked_sub_id(&mut fields, caller, sub).flatten();
         let category_id = validate::optional_id(&mut fields, body, "category_id").flatten();
         let logo_image_id = validate::optional_id(&mut fields, body, "logo_image_id").flatten();
+        let services = location::parse_services(&mut fields, body).unwrap_or_default();
+        let locations = location::parse_locations(&mut fields, body).unwrap_or_default();
         fields.into_result()?;
         Ok(NewBusiness {
             business_name: business_name.unwrap_or_default(),
@@ -273,6 +345,27 @@ impl NewBusiness {
             category_id,
             logo_image_id,
             user_id: caller.user_id,
+            services,
+            locations,
+        })
+    }
+
+    /// The detail this request becomes, its locations taking ids from `fresh` (as many as
+    /// it has locations).
+    pub fn into_detail(
+        self,
+        id: i64,
+        account_id: i64,
+        now: i64,
+        fresh: &mut impl Iterator<Item = i64>,
+    ) -> Result<BusinessDetail> {
+        let locations = location::replace(&[], &self.locations, fresh)
+            .ok_or_else(|| ApiError::internal("too few location ids allocated"))?;
+        let services = self.services.clone();
+        Ok(BusinessDetail {
+            business: self.into_business(id, account_id, now),
+            services,
+            locations,
         })
     }
 
@@ -342,6 +435,8 @@ impl BusinessPatch {
         };
         let category_id = validate::optional_id(&mut fields, body, "category_id");
         let logo_image_id = validate::optional_id(&mut fields, body, "logo_image_id");
+        let services = location::parse_services(&mut fields, body);
+        let locations = location::parse_locations(&mut fields, body);
         fields.into_result()?;
         Ok(BusinessPatch {
             business_name,
@@ -350,18 +445,16 @@ impl BusinessPatch {
             partner_sub_id,
             category_id,
             logo_image_id,
+            services,
+            locations,
         })
     }
 }
 
-/// Fields of the platform's business object this service does not keep (nested
-/// `locations` and `services`, the `category` object: only `category_id` is kept). Like any
-/// unknown field they are ignored; the log names the ones a request sent.
-pub const PLATFORM_FIELDS_NOT_KEPT: [&str; 3] = ["category", "locations", "services"];
-
 /// Read-only fields of the business object: ignored in a body (`id` only on create: an
-/// update checks it against the path).
-const READ_ONLY_FIELDS: [&str; 7] = [
+/// update checks it against the path; `category` follows `category_id`).
+const READ_ONLY_FIELDS: [&str; 8] = [
+    "category",
     "slug",
     "user_id",
     "added",
@@ -372,13 +465,15 @@ const READ_ONLY_FIELDS: [&str; 7] = [
 ];
 
 /// The fields a business body may set.
-const WRITABLE_FIELDS: [&str; 6] = [
+const WRITABLE_FIELDS: [&str; 8] = [
     "business_name",
     "partner_business_id",
     "partner_sub_id",
     "category_id",
     "logo_image_id",
     "deleted",
+    "services",
+    "locations",
 ];
 
 /// What a create or update body sent that was not used. Known names are listed; other
@@ -397,9 +492,8 @@ impl IgnoredFields {
             if WRITABLE_FIELDS.contains(&name) || (!create && name == "id") {
                 continue;
             }
-            match PLATFORM_FIELDS_NOT_KEPT
+            match READ_ONLY_FIELDS
                 .iter()
-                .chain(READ_ONLY_FIELDS.iter())
                 .chain(std::iter::once(&"id"))
                 .find(|known| **known == name)
             {
@@ -474,16 +568,10 @@ mod tests {
             "category": {"id": 3}, "resource_uri": "/x/", "id": 4, "made_up": 1, "other": 2
         }));
         let created = IgnoredFields::of(&body, true);
-        assert_eq!(
-            created.known,
-            ["category", "id", "locations", "resource_uri", "services"]
-        );
+        assert_eq!(created.known, ["category", "id", "resource_uri"]);
         assert_eq!(created.unknown, 2);
         let updated = IgnoredFields::of(&body, false);
-        assert_eq!(
-            updated.known,
-            ["category", "locations", "resource_uri", "services"]
-        );
+        assert_eq!(updated.known, ["category", "resource_uri"]);
         let plain = IgnoredFields::of(&body_of(json!({"business_name": "Cafe"})), true);
         assert_eq!(plain, IgnoredFields::default());
     }

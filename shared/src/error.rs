@@ -226,6 +226,15 @@ impl FieldErrors {
             .push(message.into());
     }
 
+    /// How many fields have messages.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub fn into_result(self) -> Result<()> {
         if self.0.is_empty() {
             Ok(())

@@ -11,6 +11,7 @@ pub mod error;
 pub mod image;
 #[cfg(feature = "local")]
 pub mod local;
+pub mod location;
 pub mod operations;
 pub mod store;
 #[cfg(feature = "images")]

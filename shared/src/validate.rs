@@ -71,35 +71,53 @@ pub fn optional_text(
     name: &str,
     max_chars: usize,
 ) -> Option<Option<String>> {
-    let value = body.get(name)?;
+    match text_value(body.get(name)?, max_chars) {
+        Ok(text) => Some(text),
+        Err(message) => {
+            fields.add(name, message);
+            None
+        }
+    }
+}
+
+/// A nullable text value, trimmed: null and empty text are `None` (an empty partner id
+/// means "none", as the original service stored it); numbers are taken as their text.
+/// The error is the message for the field that held it.
+pub fn text_value(value: &Value, max_chars: usize) -> std::result::Result<Option<String>, String> {
+    checked_text(value, max_chars, false)
+}
+
+/// [`text_value`] for prose (a description): line breaks and tabs are allowed.
+pub fn prose_value(value: &Value, max_chars: usize) -> std::result::Result<Option<String>, String> {
+    checked_text(value, max_chars, true)
+}
+
+fn checked_text(
+    value: &Value,
+    max_chars: usize,
+    prose: bool,
+) -> std::result::Result<Option<String>, String> {
     let text = match value {
-        Value::Null => return Some(None),
+        Value::Null => return Ok(None),
         Value::String(s) => s.trim().to_string(),
         Value::Number(n) => n.to_string(),
-        _ => {
-            fields.add(name, "Must be a string or null.");
-            return None;
-        }
+        _ => return Err("Must be a string or null.".into()),
     };
     if text.chars().count() > max_chars {
-        fields.add(
-            name,
-            format!("Ensure this value has at most {max_chars} characters."),
-        );
-        return None;
+        return Err(format!(
+            "Ensure this value has at most {max_chars} characters."
+        ));
     }
-    if text.chars().any(char::is_control) {
-        fields.add(name, "Must not contain control characters.");
-        return None;
+    let refused = |c: char| c.is_control() && !(prose && matches!(c, '\n' | '\r' | '\t'));
+    if text.chars().any(refused) {
+        return Err("Must not contain control characters.".into());
     }
     // Partner ids are opaque and matched exactly by the list filters, so they are kept as
     // sent (not normalised); only invisible characters are refused.
     if let Some(c) = format_char(&text) {
-        fields.add(name, format_char_message(c));
-        return None;
+        return Err(format_char_message(c));
     }
-    // An empty partner id means "none", as the original service stored it.
-    Some((!text.is_empty()).then_some(text))
+    Ok((!text.is_empty()).then_some(text))
 }
 
 /// A nullable id field: absent is `None`, null is `Some(None)`.

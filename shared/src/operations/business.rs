@@ -4,11 +4,11 @@ use serde_json::Value;
 
 use super::{Reply, Services};
 use crate::account::Caller;
-use crate::business::Business;
 use crate::business::{
     parse_filter, resource_uri, BusinessOrder, BusinessPatch, BusinessQuery, IgnoredFields,
     NewBusiness,
 };
+use crate::business::{Business, BusinessDetail};
 use crate::error::{ApiError, Result};
 use crate::image::{ImageFilter, ImageQuery};
 use crate::operations::listing::{envelope, Paging};
@@ -55,13 +55,14 @@ pub async fn list(
     Ok(Reply::ok(body))
 }
 
-/// A business the caller may see: its account's, and its sub id's if the key is restricted.
-async fn visible(services: &Services, caller: &Caller, id: i64) -> Result<Business> {
+/// A business the caller may see, with its services and locations: its account's, and its
+/// sub id's if the key is restricted.
+async fn visible(services: &Services, caller: &Caller, id: i64) -> Result<BusinessDetail> {
     services
         .store
-        .get_business(caller.account_id, id)
+        .get_business_detail(caller.account_id, id)
         .await?
-        .filter(|b| b.visible_to(caller.restrict_sub_id.as_deref()))
+        .filter(|d| d.business.visible_to(caller.restrict_sub_id.as_deref()))
         .ok_or_else(|| not_found(id))
 }
 
@@ -74,13 +75,15 @@ enum Images {
     NoneYet,
 }
 
-/// The detail object: the business with its logo image and its images.
+/// The detail object: the business with its logo image, its images, its services and its
+/// locations.
 async fn detail(
     services: &Services,
     caller: &Caller,
-    business: &Business,
+    detail: &BusinessDetail,
     images: Images,
 ) -> Result<Value> {
+    let business = &detail.business;
     let restrict = caller.restrict_sub_id.as_deref();
     let images_query = ImageQuery {
         filter: ImageFilter {
@@ -111,7 +114,7 @@ async fn detail(
     let (logo, images) = tokio::try_join!(logo, listed)?;
     // A logo of another sub id (set by an unrestricted key) keeps its id but is not shown.
     let logo = logo.filter(|image| image.visible_to(restrict));
-    Ok(business.to_detail_json(
+    Ok(detail.to_json(
         logo.map(|image| image.to_json()),
         images.iter().map(|image| image.to_json()).collect(),
     ))
@@ -145,12 +148,13 @@ pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result
         .create_business(caller.account_id, new, services.clock.now())
         .await?;
     tracing::info!(
-        business_id = business.id,
+        business_id = business.business.id,
         account_id = caller.account_id,
+        locations = business.locations.len(),
         "business created"
     );
     let body = detail(services, caller, &business, Images::NoneYet).await?;
-    Ok(Reply::created(body, resource_uri(business.id)))
+    Ok(Reply::created(body, resource_uri(business.business.id)))
 }
 
 pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) -> Result<Reply> {

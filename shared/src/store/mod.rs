@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::account::{Account, ApiKey, NewKey};
-use crate::business::{Business, BusinessPatch, BusinessQuery, NewBusiness};
+use crate::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::error::Result;
 use crate::image::{Image, ImageQuery, NewImage};
 
@@ -54,19 +54,26 @@ pub trait KeyStore: Send + Sync {
 
 #[async_trait]
 pub trait BusinessStore: Send + Sync {
-    /// Creates a business in one transaction. Fails with `MissingReference` on
+    /// Creates a business with its services and locations in one transaction; each
+    /// location gets an id of the `location` sequence. Fails with `MissingReference` on
     /// `logo_image_id` when that image is not one of the account's.
     async fn create_business(
         &self,
         account_id: i64,
         new: NewBusiness,
         now: i64,
-    ) -> Result<Business>;
+    ) -> Result<BusinessDetail>;
+    /// The business record alone (what lists show).
     async fn get_business(&self, account_id: i64, id: i64) -> Result<Option<Business>>;
+    /// The business with its services and locations (what the detail view shows).
+    async fn get_business_detail(&self, account_id: i64, id: i64)
+        -> Result<Option<BusinessDetail>>;
     /// Applies a patch atomically (no concurrent update loses a field). `None` when the
     /// business does not exist in this account. `restrict_sub_id` hides businesses of other
     /// sub ids, as for a sub-restricted key, and a new `logo_image_id` must then be an
-    /// image of that sub id (`MissingReference` on `logo_image_id` otherwise).
+    /// image of that sub id (`MissingReference` on `logo_image_id` otherwise). Services and
+    /// locations in the patch replace the business's (`BusinessDetail::apply`), new
+    /// locations taking ids of the `location` sequence.
     async fn update_business(
         &self,
         account_id: i64,
@@ -74,7 +81,7 @@ pub trait BusinessStore: Send + Sync {
         restrict_sub_id: Option<&str>,
         patch: BusinessPatch,
         now: i64,
-    ) -> Result<Option<Business>>;
+    ) -> Result<Option<BusinessDetail>>;
     async fn list_businesses(
         &self,
         account_id: i64,

@@ -180,6 +180,7 @@ mod tests {
             category_id: None,
             logo_image_id: None,
             user_id: 1,
+            ..Default::default()
         }
         .into_business(1, 1, 1_369_395_621);
         let scopes = business_scopes(&b);
@@ -206,6 +207,7 @@ mod tests {
             category_id: None,
             logo_image_id: None,
             user_id: 1,
+            ..Default::default()
         }
         .into_business(1, 1, 0);
         assert_eq!(name_key(&b), "joe's pizza");

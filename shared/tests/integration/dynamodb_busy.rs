@@ -43,6 +43,7 @@ async fn a_throttled_partition_answers_503_with_retry_after_and_writes_nothing()
         category_id: None,
         logo_image_id: None,
         user_id: 1,
+        ..Default::default()
     };
     let refused = busy
         .create_business(account.id, new, SystemClock.now())

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use sitehost::api::App;
 use sitehost::auth::{Account, ApiKey, NewKey};
-use sitehost::business::{Business, BusinessPatch, BusinessQuery, NewBusiness};
+use sitehost::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::error::{ApiError, Result};
@@ -301,11 +301,14 @@ impl BudgetStore for FaultyImages {
 
 #[async_trait]
 impl BusinessStore for FaultyImages {
-    async fn create_business(&self, a: i64, new: NewBusiness, now: i64) -> Result<Business> {
+    async fn create_business(&self, a: i64, new: NewBusiness, now: i64) -> Result<BusinessDetail> {
         self.inner.create_business(a, new, now).await
     }
     async fn get_business(&self, a: i64, id: i64) -> Result<Option<Business>> {
         self.inner.get_business(a, id).await
+    }
+    async fn get_business_detail(&self, a: i64, id: i64) -> Result<Option<BusinessDetail>> {
+        self.inner.get_business_detail(a, id).await
     }
     async fn update_business(
         &self,
@@ -314,7 +317,7 @@ impl BusinessStore for FaultyImages {
         restrict: Option<&str>,
         patch: BusinessPatch,
         now: i64,
-    ) -> Result<Option<Business>> {
+    ) -> Result<Option<BusinessDetail>> {
         self.inner
             .update_business(a, id, restrict, patch, now)
             .await

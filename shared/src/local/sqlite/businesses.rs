@@ -5,9 +5,12 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
 use super::images::image_exists;
 use super::{add_to_counters, db_error, next_id, ListQuery, SqliteStore};
-use crate::business::{Business, BusinessOrder, BusinessPatch, BusinessQuery, NewBusiness};
+use crate::business::{
+    Business, BusinessDetail, BusinessOrder, BusinessPatch, BusinessQuery, NewBusiness,
+};
 use crate::clock::utc_date;
-use crate::error::Result;
+use crate::error::{ApiError, Result};
+use crate::location::{Location, LocationFields};
 use crate::store::rules::{self, ScopeChange};
 use crate::store::{scope, BusinessStore, Page};
 
@@ -64,6 +67,95 @@ fn write_business(tx: &Transaction, b: &Business) -> Result<()> {
     .map_err(db_error)
 }
 
+fn stored_json(what: &str, err: serde_json::Error) -> ApiError {
+    ApiError::from(anyhow::Error::new(err).context(format!("sqlite: stored {what}")))
+}
+
+/// Takes `n` ids of the location sequence.
+fn location_ids(tx: &Transaction, n: usize) -> Result<Vec<i64>> {
+    (0..n).map(|_| next_id(tx, "location")).collect()
+}
+
+/// Writes a business's services and locations as they now are (replacing what it had).
+fn write_details(tx: &Transaction, detail: &BusinessDetail) -> Result<()> {
+    let b = &detail.business;
+    if detail.services.is_empty() {
+        tx.execute(
+            "DELETE FROM business_services WHERE business_id = ?1",
+            params![b.id],
+        )
+    } else {
+        let services =
+            serde_json::to_string(&detail.services).map_err(|e| stored_json("services", e))?;
+        tx.execute(
+            "INSERT OR REPLACE INTO business_services (business_id, services) VALUES (?1, ?2)",
+            params![b.id, services],
+        )
+    }
+    .map_err(db_error)?;
+    tx.execute(
+        "DELETE FROM locations WHERE business_id = ?1",
+        params![b.id],
+    )
+    .map_err(db_error)?;
+    let mut insert = tx
+        .prepare_cached(
+            "INSERT INTO locations (id, account_id, business_id, position, fields)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .map_err(db_error)?;
+    for (position, location) in detail.locations.iter().enumerate() {
+        let fields =
+            serde_json::to_string(&location.fields).map_err(|e| stored_json("location", e))?;
+        insert
+            .execute(params![
+                location.id,
+                b.account_id,
+                b.id,
+                position as i64,
+                fields
+            ])
+            .map_err(db_error)?;
+    }
+    Ok(())
+}
+
+/// The business with its services and locations (in the order they were given).
+fn fetch_detail(conn: &Connection, account_id: i64, id: i64) -> Result<Option<BusinessDetail>> {
+    let Some(business) = fetch_business(conn, account_id, id).map_err(db_error)? else {
+        return Ok(None);
+    };
+    let services: Option<String> = conn
+        .prepare_cached("SELECT services FROM business_services WHERE business_id = ?1")
+        .and_then(|mut s| s.query_row(params![id], |row| row.get(0)).optional())
+        .map_err(db_error)?;
+    let services = match services {
+        Some(text) => serde_json::from_str(&text).map_err(|e| stored_json("services", e))?,
+        None => Vec::new(),
+    };
+    let rows: Vec<(i64, String)> = conn
+        .prepare_cached("SELECT id, fields FROM locations WHERE business_id = ?1 ORDER BY position")
+        .and_then(|mut s| {
+            s.query_map(params![id], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect()
+        })
+        .map_err(db_error)?;
+    let mut locations = Vec::with_capacity(rows.len());
+    for (location_id, fields) in rows {
+        let fields: LocationFields =
+            serde_json::from_str(&fields).map_err(|e| stored_json("location", e))?;
+        locations.push(Location {
+            id: location_id,
+            fields,
+        });
+    }
+    Ok(Some(BusinessDetail {
+        business,
+        services,
+        locations,
+    }))
+}
+
 pub(super) fn fetch_business(
     conn: &Connection,
     account_id: i64,
@@ -83,7 +175,7 @@ impl BusinessStore for SqliteStore {
         account_id: i64,
         new: NewBusiness,
         now: i64,
-    ) -> Result<Business> {
+    ) -> Result<BusinessDetail> {
         self.write(|tx| {
             if let Some(logo) = new.logo_image_id {
                 if !image_exists(tx, account_id, logo, None)? {
@@ -91,15 +183,31 @@ impl BusinessStore for SqliteStore {
                 }
             }
             let id = next_id(tx, "business")?;
-            let business = new.into_business(id, account_id, now);
-            write_business(tx, &business)?;
-            add_to_counters(tx, account_id, KIND, scope::business_scopes(&business), 1)?;
-            Ok(business)
+            let ids = location_ids(tx, new.locations.len())?;
+            let detail = new.into_detail(id, account_id, now, &mut ids.into_iter())?;
+            write_business(tx, &detail.business)?;
+            write_details(tx, &detail)?;
+            add_to_counters(
+                tx,
+                account_id,
+                KIND,
+                scope::business_scopes(&detail.business),
+                1,
+            )?;
+            Ok(detail)
         })
     }
 
     async fn get_business(&self, account_id: i64, id: i64) -> Result<Option<Business>> {
         self.read(|conn| fetch_business(conn, account_id, id))
+    }
+
+    async fn get_business_detail(
+        &self,
+        account_id: i64,
+        id: i64,
+    ) -> Result<Option<BusinessDetail>> {
+        self.read_checked(|conn| fetch_detail(conn, account_id, id))
     }
 
     async fn update_business(
@@ -109,32 +217,38 @@ impl BusinessStore for SqliteStore {
         restrict_sub_id: Option<&str>,
         patch: BusinessPatch,
         now: i64,
-    ) -> Result<Option<Business>> {
+    ) -> Result<Option<BusinessDetail>> {
         self.write(|tx| {
-            let Some(mut business) = fetch_business(tx, account_id, id).map_err(db_error)? else {
+            let Some(mut detail) = fetch_detail(tx, account_id, id)? else {
                 return Ok(None);
             };
-            if !business.visible_to(restrict_sub_id) {
+            if !detail.business.visible_to(restrict_sub_id) {
                 return Ok(None);
             }
-            let before = business.clone();
-            if !business.apply(&patch, now) {
-                return Ok(Some(business));
+            let before = detail.clone();
+            let ids = location_ids(tx, detail.ids_needed(&patch))?;
+            if !detail.apply(&patch, now, &mut ids.into_iter())? {
+                // The ids taken stay unused, as after a failed create.
+                return Ok(Some(detail));
             }
-            if let Some(logo) = rules::new_logo(&before, &business) {
+            let business = &detail.business;
+            if let Some(logo) = rules::new_logo(&before.business, business) {
                 if !image_exists(tx, account_id, logo, restrict_sub_id)? {
                     return Err(rules::no_such_logo(logo));
                 }
             }
-            write_business(tx, &business)?;
+            write_business(tx, business)?;
+            if (&before.services, &before.locations) != (&detail.services, &detail.locations) {
+                write_details(tx, &detail)?;
+            }
             let (before, after) = (
-                scope::business_scopes(&before),
-                scope::business_scopes(&business),
+                scope::business_scopes(&before.business),
+                scope::business_scopes(business),
             );
             let change = ScopeChange::between(&before, &after);
             add_to_counters(tx, account_id, KIND, change.left, -1)?;
             add_to_counters(tx, account_id, KIND, change.joined, 1)?;
-            Ok(Some(business))
+            Ok(Some(detail))
         })
     }
 

@@ -50,6 +50,15 @@ CREATE TABLE IF NOT EXISTS barred_image_ids (id INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS counters (
     account_id INTEGER NOT NULL, kind TEXT NOT NULL, scope TEXT NOT NULL, n INTEGER NOT NULL,
     PRIMARY KEY (account_id, kind, scope)) WITHOUT ROWID;
+-- A business's services (JSON list; no row: none) and locations (`fields`: the JSON of
+-- `LocationFields`), kept apart from the business rows so lists never read them. Stores
+-- made before locations were kept get both tables as they open.
+CREATE TABLE IF NOT EXISTS business_services (
+    business_id INTEGER PRIMARY KEY, services TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS locations (
+    id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL, business_id INTEGER NOT NULL,
+    position INTEGER NOT NULL, fields TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS locations_by_business ON locations (business_id, position);
 -- Nonces moved to their own file (see `nonces`); stores made before that had them here.
 DROP TABLE IF EXISTS nonces;
 "#;
@@ -135,16 +144,21 @@ impl SqliteStore {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        self.read_checked(|conn| f(conn).map_err(db_error))
+    }
+
+    /// `read` of work that has errors of its own (stored JSON to parse).
+    fn read_checked<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         off_the_runtime(|| {
             let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
             // Take the first free reader, else wait for the one whose turn it is.
             for i in 0..self.readers.len() {
                 if let Ok(conn) = self.readers[(start + i) % self.readers.len()].try_lock() {
-                    return f(&conn).map_err(db_error);
+                    return f(&conn);
                 }
             }
             let conn = lock(&self.readers[start % self.readers.len()]);
-            f(&conn).map_err(db_error)
+            f(&conn)
         })
     }
 

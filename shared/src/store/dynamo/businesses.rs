@@ -8,7 +8,7 @@ use super::{backoff, busy, spread, DynamoStore, NewEntries, ScopeList, TxOutcome
 /// Attempts of one update transaction cancelled for conflicts before the update reads the
 /// business again (`MAX_ATTEMPTS` reads at most).
 const UPDATE_TX_ATTEMPTS: u32 = 3;
-use crate::business::{Business, BusinessPatch, BusinessQuery, NewBusiness};
+use crate::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::error::{ApiError, Result};
 use crate::store::rules::{new_logo, no_such_logo, ScopeChange};
 use crate::store::scope;
@@ -28,6 +28,46 @@ impl DynamoStore {
         // Another account's record reads as absent.
         Ok((business.account_id == account_id).then_some((business, version)))
     }
+
+    /// The business with its services and locations (one `Query` of its partition), its
+    /// version, and the version of its DETAILS item (`None`: there is none).
+    async fn read_detail(&self, account_id: i64, id: i64) -> Result<Option<ReadDetail>> {
+        let mut record = None;
+        let mut details = None;
+        for item in self.partition(&items::business_pk(id)).await? {
+            match items::get_s(&item, items::SK)?.as_str() {
+                "BUSINESS" => record = Some(items::business_from(&item)?),
+                items::DETAILS => details = Some(items::details_from(&item)?),
+                _ => {}
+            }
+        }
+        let Some((business, version)) = record else {
+            return Ok(None);
+        };
+        if business.account_id != account_id {
+            return Ok(None);
+        }
+        let (services, locations, details_version) = match details {
+            Some((services, locations, v)) => (services, locations, Some(v)),
+            None => (Vec::new(), Vec::new(), None),
+        };
+        Ok(Some(ReadDetail {
+            detail: BusinessDetail {
+                business,
+                services,
+                locations,
+            },
+            version,
+            details_version,
+        }))
+    }
+}
+
+/// A business read for its detail or an update.
+struct ReadDetail {
+    detail: BusinessDetail,
+    version: i64,
+    details_version: Option<i64>,
 }
 
 #[async_trait]
@@ -37,10 +77,13 @@ impl BusinessStore for DynamoStore {
         account_id: i64,
         new: NewBusiness,
         now: i64,
-    ) -> Result<Business> {
+    ) -> Result<BusinessDetail> {
         let logo = new.logo_image_id;
         let id = self.next_id(Seq::Business).await?;
-        let business = new.into_business(id, account_id, now);
+        let location_ids = self.next_ids(Seq::Location, new.locations.len()).await?;
+        let detail = new.into_detail(id, account_id, now, &mut location_ids.into_iter())?;
+        let business = &detail.business;
+        let with_details = !(detail.services.is_empty() && detail.locations.is_empty());
         let nk = name_sort_key(&business);
         let scopes = scope::business_scopes(&business);
         let entries = NewEntries {
@@ -56,7 +99,10 @@ impl BusinessStore for DynamoStore {
             if let Some(logo) = logo {
                 actions.push(self.check_owner(items::image_key(logo), account_id)?);
             }
-            actions.push(self.put_new(items::business_item(&business, 1))?);
+            actions.push(self.put_new(items::business_item(business, 1))?);
+            if with_details {
+                actions.push(self.put_new(items::details_item(&detail, 1)?)?);
+            }
             actions.extend(self.entries_and_counts(entries, spread::random_lane())?);
             Ok(actions)
         };
@@ -64,7 +110,7 @@ impl BusinessStore for DynamoStore {
             .transact("create business", MAX_ATTEMPTS, actions)
             .await?
         {
-            TxOutcome::Committed => Ok(business),
+            TxOutcome::Committed => Ok(detail),
             TxOutcome::Busy(_) => Err(busy("create business")),
             TxOutcome::Cancelled(codes) => match logo {
                 Some(logo) if TxOutcome::failed_condition(&codes, 0) => Err(no_such_logo(logo)),
@@ -77,6 +123,17 @@ impl BusinessStore for DynamoStore {
         Ok(self.read_business(account_id, id).await?.map(|(b, _)| b))
     }
 
+    async fn get_business_detail(
+        &self,
+        account_id: i64,
+        id: i64,
+    ) -> Result<Option<BusinessDetail>> {
+        Ok(self
+            .read_detail(account_id, id)
+            .await?
+            .map(|read| read.detail))
+    }
+
     /// Read, patch in memory, write back with `version = :read` in one transaction together
     /// with the entry and counter changes; a lost race re-reads and applies the patch again,
     /// so concurrent updates of different fields all survive.
@@ -87,25 +144,33 @@ impl BusinessStore for DynamoStore {
         restrict_sub_id: Option<&str>,
         patch: BusinessPatch,
         now: i64,
-    ) -> Result<Option<Business>> {
+    ) -> Result<Option<BusinessDetail>> {
         for attempt in 1..=MAX_ATTEMPTS {
-            let Some((mut business, version)) = self.read_business(account_id, id).await? else {
+            let Some(read) = self.read_detail(account_id, id).await? else {
                 return Ok(None);
             };
-            if !business.visible_to(restrict_sub_id) {
+            let (mut detail, version) = (read.detail, read.version);
+            if !detail.business.visible_to(restrict_sub_id) {
                 return Ok(None);
             }
-            let before = business.clone();
-            if !business.apply(&patch, now) {
-                return Ok(Some(business));
+            let before_detail = detail.clone();
+            let fresh = self
+                .next_ids(Seq::Location, detail.ids_needed(&patch))
+                .await?;
+            if !detail.apply(&patch, now, &mut fresh.into_iter())? {
+                return Ok(Some(detail));
             }
-            let before_scopes = scope::business_scopes(&before);
-            let after_scopes = scope::business_scopes(&business);
-            let before_nk = name_sort_key(&before);
-            let after_nk = name_sort_key(&business);
+            let details_changed = (&before_detail.services, &before_detail.locations)
+                != (&detail.services, &detail.locations);
+            let before = &before_detail.business;
+            let business = &detail.business;
+            let before_scopes = scope::business_scopes(before);
+            let after_scopes = scope::business_scopes(business);
+            let before_nk = name_sort_key(before);
+            let after_nk = name_sort_key(business);
 
             let change = ScopeChange::between(&before_scopes, &after_scopes);
-            let logo = new_logo(&before, &business);
+            let logo = new_logo(before, business);
             // The logo check goes last, so its index is the number of other actions.
             let mut logo_index = 0;
             // Each attempt draws its counter lane afresh (spread.rs); the entries stay in
@@ -115,8 +180,15 @@ impl BusinessStore for DynamoStore {
                 let counter =
                     |scope: &str| items::counter_key(Kind::Business, account_id, scope, lane);
                 let mut actions = vec![
-                    self.put_if_version(items::business_item(&business, version + 1), version)?
+                    self.put_if_version(items::business_item(business, version + 1), version)?
                 ];
+                // Second, so that its failed condition is a lost race like the first's.
+                if details_changed {
+                    actions.push(self.put_if_read(
+                        items::details_item(&detail, version + 1)?,
+                        read.details_version,
+                    )?);
+                }
                 for scope in &change.left {
                     actions.push(self.delete(items::entry_key(
                         Kind::Business,
@@ -158,11 +230,12 @@ impl BusinessStore for DynamoStore {
                 .transact("update business", UPDATE_TX_ATTEMPTS, actions)
                 .await?
             {
-                TxOutcome::Committed => return Ok(Some(business)),
+                TxOutcome::Committed => return Ok(Some(detail)),
                 TxOutcome::Busy(codes) => (codes, true),
-                // The version check failed: the business changed since it was read.
+                // A version check failed: the business changed since it was read.
                 TxOutcome::Cancelled(codes) => {
-                    let lost = TxOutcome::failed_condition(&codes, 0);
+                    let lost = TxOutcome::failed_condition(&codes, 0)
+                        || (details_changed && TxOutcome::failed_condition(&codes, 1));
                     (codes, lost)
                 }
             };

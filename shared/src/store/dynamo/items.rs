@@ -9,9 +9,10 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use sha1::{Digest, Sha1};
 
 use crate::account::{Account, ApiKey};
-use crate::business::Business;
+use crate::business::{Business, BusinessDetail};
 use crate::error::{ApiError, Result};
 use crate::image::Image;
+use crate::location::Location;
 
 use super::spread;
 
@@ -42,6 +43,7 @@ pub enum Seq {
     Image,
     Account,
     User,
+    Location,
 }
 
 impl Seq {
@@ -49,6 +51,7 @@ impl Seq {
         match self {
             Seq::Business => "business",
             Seq::Image => "image",
+            Seq::Location => "location",
             Seq::Account => "account",
             Seq::User => "user",
         }
@@ -133,7 +136,19 @@ pub fn budget_key(api_key: &str, kind: &str, window: i64) -> Item {
 }
 
 pub fn business_key(id: i64) -> Item {
-    key(format!("BUSINESS#{id}"), "BUSINESS")
+    key(business_pk(id), "BUSINESS")
+}
+
+/// The sort key of a business's services and locations, in the business's partition: a
+/// `Query` of `BUSINESS#<id>` reads the record and them at once.
+pub const DETAILS: &str = "DETAILS";
+
+pub fn business_pk(id: i64) -> String {
+    format!("BUSINESS#{id}")
+}
+
+pub fn details_key(id: i64) -> Item {
+    key(business_pk(id), DETAILS)
 }
 
 pub fn image_key(id: i64) -> Item {
@@ -305,6 +320,44 @@ pub fn business_from(item: &Item) -> Result<(Business, i64)> {
     Ok((business, get_n(item, "version")?))
 }
 
+fn stored_json(err: serde_json::Error) -> ApiError {
+    ApiError::from(anyhow::Error::new(err).context("the locations of a DETAILS item"))
+}
+
+/// A business's services (`services`, L of S) and locations (`locations`, the compact
+/// JSON of `[Location]`, at most `location::MAX_LOCATIONS_BYTES`), each absent when empty,
+/// with the `version` of the business item written with them.
+pub fn details_item(detail: &BusinessDetail, version: i64) -> Result<Item> {
+    let mut item = details_key(detail.business.id);
+    if !detail.services.is_empty() {
+        let services = detail.services.iter().map(|x| s(x.as_str())).collect();
+        item.insert("services".into(), AttributeValue::L(services));
+    }
+    if !detail.locations.is_empty() {
+        let json = serde_json::to_string(&detail.locations).map_err(stored_json)?;
+        item.insert("locations".into(), s(json));
+    }
+    item.insert("version".into(), n(version));
+    Ok(item)
+}
+
+/// The services, locations and `version` of a DETAILS item.
+pub fn details_from(item: &Item) -> Result<(Vec<String>, Vec<Location>, i64)> {
+    let services = match item.get("services") {
+        None => Vec::new(),
+        Some(AttributeValue::L(values)) => values
+            .iter()
+            .map(|v| v.as_s().cloned().map_err(|_| malformed("services")))
+            .collect::<Result<_>>()?,
+        Some(_) => return Err(malformed("services")),
+    };
+    let locations = match opt_s(item, "locations")? {
+        Some(json) => serde_json::from_str(&json).map_err(stored_json)?,
+        None => Vec::new(),
+    };
+    Ok((services, locations, get_n(item, "version")?))
+}
+
 pub fn image_item(image: &Image) -> Item {
     let mut item = image_key(image.id);
     item.insert("id".into(), n(image.id));
@@ -409,6 +462,7 @@ mod tests {
             category_id: Some(3),
             logo_image_id: None,
             user_id: 9,
+            ..Default::default()
         }
         .into_business(id, 1, 1_369_395_621)
     }

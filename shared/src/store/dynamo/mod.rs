@@ -261,7 +261,7 @@ impl DynamoStore {
             return Ok(id);
         }
         let block = match seq {
-            Seq::Business | Seq::Image => i64::from(self.id_block),
+            Seq::Business | Seq::Image | Seq::Location => i64::from(self.id_block),
             Seq::Account | Seq::User => 1,
         };
         let last = self
@@ -273,6 +273,33 @@ impl DynamoStore {
             spare.entry(seq).or_default().push(first + 1..=last);
         }
         Ok(first)
+    }
+
+    /// `n` ids of a sequence: the spare ones first, then one `UpdateItem` for the rest (a
+    /// block of at least `with_id_block`), keeping what is left over.
+    async fn next_ids(&self, seq: Seq, n: usize) -> Result<Vec<i64>> {
+        let mut ids = Vec::with_capacity(n);
+        while ids.len() < n {
+            match self.take_spare_id(seq) {
+                Some(id) => ids.push(id),
+                None => break,
+            }
+        }
+        let missing = i64::try_from(n - ids.len()).map_err(ApiError::internal)?;
+        if missing == 0 {
+            return Ok(ids);
+        }
+        let block = missing.max(i64::from(self.id_block));
+        let last = self
+            .add_to_counter("sequence", items::seq_key(seq), block, None)
+            .await?;
+        let first = last - block + 1;
+        ids.extend(first..first + missing);
+        if block > missing {
+            let mut spare = self.spare_ids.lock().unwrap_or_else(|p| p.into_inner());
+            spare.entry(seq).or_default().push(first + missing..=last);
+        }
+        Ok(ids)
     }
 
     /// `UpdateItem ADD n :amount` on a counter item (setting its TTL `expires_at` when
@@ -515,6 +542,42 @@ impl DynamoStore {
         });
         let sums = try_join_all(partitions).await?;
         Ok(u64::try_from(sums.into_iter().sum::<i64>()).unwrap_or(0))
+    }
+
+    /// Every item of one partition, whole (consistently, all pages).
+    async fn partition(&self, pk: &str) -> Result<Vec<Item>> {
+        let mut items = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", PK)
+                .expression_attribute_values(":pk", s(pk))
+                .consistent_read(CONSISTENT_READS)
+                .set_exclusive_start_key(start.take())
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(|e| aws_error("Query", e))?;
+            log_capacity("Query", out.consumed_capacity());
+            items.extend(out.items.unwrap_or_default());
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(items),
+            }
+        }
+    }
+
+    /// A conditional `Put`: `attribute_not_exists(pk)` when `version` is `None`, else
+    /// `version = :v` (the version read).
+    fn put_if_read(&self, item: Item, version: Option<i64>) -> Result<TransactWriteItem> {
+        match version {
+            Some(version) => self.put_if_version(item, version),
+            None => self.put_new(item),
+        }
     }
 
     /// Every item of one partition (consistently, all pages), with only `attribute`.

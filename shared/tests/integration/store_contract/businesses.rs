@@ -19,6 +19,7 @@ pub async fn business_round_trip(store: SharedStore) {
         category_id: Some(12),
         logo_image_id: None,
         user_id: 7,
+        ..Default::default()
     };
     let b = create(&store, a, new, DAY1).await;
     assert!(b.id > 0);
@@ -360,7 +361,7 @@ pub async fn update_semantics(store: SharedStore) {
         .update_business(a, b.id, Some("s1"), set_category(), DAY2)
         .await
         .expect("update");
-    assert_eq!(allowed.map(|b| b.category_id), Some(Some(9)));
+    assert_eq!(allowed.map(|b| b.business.category_id), Some(Some(9)));
 
     assert_eq!(
         store

@@ -34,7 +34,7 @@ pub async fn concurrent_creates(store: SharedStore) {
         .collect();
     let mut created = BTreeMap::new();
     for task in tasks {
-        let b = task.await.expect("task").expect("create_business");
+        let b = task.await.expect("task").expect("create_business").business;
         assert!(created.insert(b.id, b).is_none(), "ids are distinct");
     }
     assert_eq!(created.len(), 50);

@@ -25,6 +25,7 @@ pub fn new_business(name: &str) -> NewBusiness {
         category_id: None,
         logo_image_id: None,
         user_id: 7,
+        ..Default::default()
     }
 }
 
@@ -33,6 +34,7 @@ pub async fn create(store: &SharedStore, account: i64, new: NewBusiness, now: i6
         .create_business(account, new, now)
         .await
         .expect("create_business")
+        .business
 }
 
 pub async fn patch(
@@ -47,6 +49,7 @@ pub async fn patch(
         .await
         .expect("update_business")
         .expect("the business exists")
+        .business
 }
 
 pub async fn list(

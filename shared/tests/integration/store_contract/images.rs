@@ -306,7 +306,7 @@ pub async fn image_logos_and_sub_ids(store: SharedStore) {
         .await
         .expect("update")
         .expect("visible");
-    assert_eq!(with_north.logo_image_id, Some(north_image.id));
+    assert_eq!(with_north.business.logo_image_id, Some(north_image.id));
     // An unrestricted update may use any image of the account.
     let with_south = patch(&store, a, b.id, set_logo(south_image.id), DAY2).await;
     assert_eq!(with_south.logo_image_id, Some(south_image.id));
@@ -321,7 +321,10 @@ pub async fn image_logos_and_sub_ids(store: SharedStore) {
         .expect("update")
         .expect("visible");
     assert_eq!(
-        (renamed.business_name.as_str(), renamed.logo_image_id),
+        (
+            renamed.business.business_name.as_str(),
+            renamed.business.logo_image_id
+        ),
         ("North Two", Some(south_image.id))
     );
 }

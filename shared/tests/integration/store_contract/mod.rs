@@ -13,6 +13,7 @@ mod fixtures;
 mod images;
 mod keys_and_nonces;
 mod listing;
+mod locations;
 
 use crate::support;
 
@@ -209,6 +210,9 @@ macro_rules! contract {
                 listing::paging,
                 listing::counts_follow_writes,
                 businesses::update_semantics,
+                locations::services_and_locations_round_trip,
+                locations::updates_replace_services_and_locations,
+                locations::the_largest_locations_are_kept,
                 keys_and_nonces::keys,
                 keys_and_nonces::nonces,
                 images::images,

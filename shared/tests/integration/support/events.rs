@@ -62,6 +62,7 @@ pub async fn fixture_app(
         category_id: None,
         logo_image_id: None,
         user_id: 42,
+        ..Default::default()
     };
     store
         .create_business(account.id, new, SIGNED_AT - 60)

@@ -1,0 +1,585 @@
+//! A business's locations and services: what a client may send nested in a business body
+//! (`locations`, `services`), their field rules and bounds, how an update replaces them,
+//! and their JSON. Stored with the business by both stores (docs/dynamodb-design.md).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::error::FieldErrors;
+use crate::validate;
+
+/// Most locations one business may hold.
+pub const MAX_LOCATIONS: usize = 50;
+/// Most phones one location may hold.
+pub const MAX_PHONES: usize = 10;
+/// Most services one business may list.
+pub const MAX_SERVICES: usize = 50;
+/// Characters of a service, a phone's number or type, and every text field of a location
+/// but `description`.
+pub const MAX_TEXT_CHARS: usize = 255;
+/// Characters of a location's `description`.
+pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
+/// Bytes of a business's locations as stored (compact JSON, ids included). Each field is
+/// bounded, but 50 locations of full 4-byte fields would take 1.9 MB: this keeps the
+/// DynamoDB item that holds them (with the services, at most 51 KB) far under 400 KB.
+pub const MAX_LOCATIONS_BYTES: usize = 200_000;
+/// What one location's id adds to its stored form (`"id":` and 20 digits, a comma).
+const STORED_ID_BYTES: usize = 28;
+
+/// The text fields of a location, in the order the detail view shows them.
+const TEXT_FIELDS: [&str; 9] = [
+    "partner_location_id",
+    "location_name",
+    "street",
+    "street2",
+    "city",
+    "state",
+    "postal_code",
+    "country",
+    "contact_email",
+];
+
+/// One phone of a location: `{"type": "main", "number": "(619) 555-0100"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phone {
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    pub number: String,
+}
+
+/// What a client gives of a location (everything but its id).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LocationFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partner_location_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub street: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub street2: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub city: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postal_code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub country: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lat: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lon: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phones: Vec<Phone>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contact_email: Option<String>,
+}
+
+/// A location as a body gives it: its fields, and the id it claims (an update keeps the
+/// id when it is one of the business's locations).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NewLocation {
+    pub id: Option<i64>,
+    pub fields: LocationFields,
+}
+
+/// A stored location: unique id (the `location` sequence, like business and image ids)
+/// and its fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Location {
+    pub id: i64,
+    #[serde(flatten)]
+    pub fields: LocationFields,
+}
+
+impl LocationFields {
+    fn text(&self, name: &str) -> Option<&str> {
+        match name {
+            "partner_location_id" => self.partner_location_id.as_deref(),
+            "location_name" => self.location_name.as_deref(),
+            "street" => self.street.as_deref(),
+            "street2" => self.street2.as_deref(),
+            "city" => self.city.as_deref(),
+            "state" => self.state.as_deref(),
+            "postal_code" => self.postal_code.as_deref(),
+            "country" => self.country.as_deref(),
+            "contact_email" => self.contact_email.as_deref(),
+            _ => None,
+        }
+    }
+
+    fn text_mut(&mut self, name: &str) -> Option<&mut Option<String>> {
+        match name {
+            "partner_location_id" => Some(&mut self.partner_location_id),
+            "location_name" => Some(&mut self.location_name),
+            "street" => Some(&mut self.street),
+            "street2" => Some(&mut self.street2),
+            "city" => Some(&mut self.city),
+            "state" => Some(&mut self.state),
+            "postal_code" => Some(&mut self.postal_code),
+            "country" => Some(&mut self.country),
+            "contact_email" => Some(&mut self.contact_email),
+            _ => None,
+        }
+    }
+}
+
+impl Location {
+    /// The location as the business detail shows it: every documented key, null when
+    /// not given.
+    pub fn to_json(&self, business_id: i64) -> Value {
+        let f = &self.fields;
+        let mut map = Map::new();
+        map.insert("id".into(), json!(self.id));
+        map.insert("business_id".into(), json!(business_id));
+        for name in TEXT_FIELDS {
+            map.insert(name.into(), json!(f.text(name)));
+        }
+        map.insert("lat".into(), json!(f.lat));
+        map.insert("lon".into(), json!(f.lon));
+        let phones: Vec<Value> = f
+            .phones
+            .iter()
+            .map(|p| json!({"type": p.kind, "number": p.number}))
+            .collect();
+        map.insert("phones".into(), Value::Array(phones));
+        map.insert("description".into(), json!(f.description));
+        Value::Object(map)
+    }
+}
+
+/// How many new ids `given` needs to replace `current`: one per location that does not
+/// keep an id (see [`replace`]).
+pub fn ids_needed(current: &[Location], given: &[NewLocation]) -> usize {
+    given.len() - kept_ids(current, given).iter().flatten().count()
+}
+
+/// The ids `given` keeps, in order: a location's `id` is kept when it names one of
+/// `current` and no earlier location of `given` kept it. Any other id is ignored (a
+/// read-only field, as on create) and the location gets a new one.
+fn kept_ids(current: &[Location], given: &[NewLocation]) -> Vec<Option<i64>> {
+    let mut used: Vec<i64> = Vec::with_capacity(given.len());
+    given
+        .iter()
+        .map(|location| {
+            let id = location
+                .id
+                .filter(|id| current.iter().any(|c| c.id == *id) && !used.contains(id))?;
+            used.push(id);
+            Some(id)
+        })
+        .collect()
+}
+
+/// The locations that replace `current`, as an update (or a create, with no `current`)
+/// gives them: in the given order, ids kept as [`kept_ids`] says, the others taken from
+/// `fresh` (at least [`ids_needed`] of them). Both stores apply this one rule.
+pub fn replace(
+    current: &[Location],
+    given: &[NewLocation],
+    fresh: &mut impl Iterator<Item = i64>,
+) -> Option<Vec<Location>> {
+    let kept = kept_ids(current, given);
+    given
+        .iter()
+        .zip(kept)
+        .map(|(location, kept)| {
+            Some(Location {
+                id: kept.or_else(|| fresh.next())?,
+                fields: location.fields.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Parses `locations` of a body: absent is `None`; null is no locations. Errors are named
+/// by their path (`locations.0.phones.1.number`).
+pub fn parse_locations(
+    fields: &mut FieldErrors,
+    body: &Map<String, Value>,
+) -> Option<Vec<NewLocation>> {
+    let items = match body.get("locations")? {
+        Value::Null => return Some(Vec::new()),
+        Value::Array(items) => items,
+        _ => {
+            fields.add("locations", "Must be a list of location objects.");
+            return None;
+        }
+    };
+    if items.len() > MAX_LOCATIONS {
+        fields.add(
+            "locations",
+            format!("Ensure this list has at most {MAX_LOCATIONS} locations."),
+        );
+        return None;
+    }
+    let mut ok = true;
+    let mut parsed = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        match parse_location(fields, &i.to_string(), item) {
+            Some(location) => parsed.push(location),
+            None => ok = false,
+        }
+    }
+    if !ok {
+        return None;
+    }
+    let stored: usize = parsed
+        .iter()
+        .map(|l| serde_json::to_vec(&l.fields).map_or(usize::MAX, |v| v.len()) + STORED_ID_BYTES)
+        .fold(2, usize::saturating_add);
+    if stored > MAX_LOCATIONS_BYTES {
+        fields.add(
+            "locations",
+            format!(
+                "These locations take {stored} bytes; a business's locations may take at \
+                 most {MAX_LOCATIONS_BYTES} bytes together."
+            ),
+        );
+        return None;
+    }
+    Some(parsed)
+}
+
+fn parse_location(fields: &mut FieldErrors, index: &str, value: &Value) -> Option<NewLocation> {
+    let Value::Object(body) = value else {
+        fields.add_at(&["locations", index], "Must be an object.");
+        return None;
+    };
+    let errors_before = fields.len();
+    let mut location = NewLocation::default();
+    location.id = match body.get("id") {
+        None | Some(Value::Null) => None,
+        Some(id) => {
+            let parsed = validate::id_value(id);
+            if parsed.is_none() {
+                fields.add_at(
+                    &["locations", index, "id"],
+                    "Must be a positive integer or null.",
+                );
+            }
+            parsed
+        }
+    };
+    for name in TEXT_FIELDS {
+        if let Some(value) = body.get(name) {
+            match validate::text_value(value, MAX_TEXT_CHARS) {
+                Ok(text) => {
+                    if let Some(slot) = location.fields.text_mut(name) {
+                        *slot = text;
+                    }
+                }
+                Err(message) => fields.add_at(&["locations", index, name], message),
+            }
+        }
+    }
+    if let Some(value) = body.get("description") {
+        match validate::prose_value(value, MAX_DESCRIPTION_CHARS) {
+            Ok(text) => location.fields.description = text,
+            Err(message) => fields.add_at(&["locations", index, "description"], message),
+        }
+    }
+    location.fields.lat = coordinate(fields, index, body, "lat", 90.0);
+    location.fields.lon = coordinate(fields, index, body, "lon", 180.0);
+    location.fields.phones = phones(fields, index, body);
+    (fields.len() == errors_before).then_some(location)
+}
+
+/// A latitude or longitude: a number (or numeric text, as Tastypie took decimals) within
+/// ±`limit`, or null.
+fn coordinate(
+    fields: &mut FieldErrors,
+    index: &str,
+    body: &Map<String, Value>,
+    name: &str,
+    limit: f64,
+) -> Option<f64> {
+    let parsed = match body.get(name)? {
+        Value::Null => return None,
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) if s.trim().is_empty() => return None,
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match parsed.filter(|v| v.is_finite() && v.abs() <= limit) {
+        Some(v) => Some(v),
+        None => {
+            fields.add_at(
+                &["locations", index, name],
+                format!("Must be a number from -{limit} to {limit}, or null."),
+            );
+            None
+        }
+    }
+}
+
+fn phones(fields: &mut FieldErrors, index: &str, body: &Map<String, Value>) -> Vec<Phone> {
+    let items = match body.get("phones") {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            fields.add_at(
+                &["locations", index, "phones"],
+                "Must be a list of phone objects.",
+            );
+            return Vec::new();
+        }
+    };
+    if items.len() > MAX_PHONES {
+        fields.add_at(
+            &["locations", index, "phones"],
+            format!("Ensure this list has at most {MAX_PHONES} phones."),
+        );
+        return Vec::new();
+    }
+    let mut phones = Vec::with_capacity(items.len());
+    for (j, item) in items.iter().enumerate() {
+        let j = j.to_string();
+        let Value::Object(phone) = item else {
+            fields.add_at(&["locations", index, "phones", &j], "Must be an object.");
+            continue;
+        };
+        let number = match phone.get("number") {
+            None | Some(Value::Null) => Err("This field is required.".to_string()),
+            Some(value) => validate::text_value(value, MAX_TEXT_CHARS)
+                .and_then(|n| n.ok_or_else(|| "This field may not be blank.".to_string())),
+        };
+        let kind = match phone.get("type") {
+            None => Ok(None),
+            Some(value) => validate::text_value(value, MAX_TEXT_CHARS),
+        };
+        match (number, kind) {
+            (Ok(number), Ok(kind)) => phones.push(Phone { kind, number }),
+            (number, kind) => {
+                if let Err(message) = number {
+                    fields.add_at(&["locations", index, "phones", &j, "number"], message);
+                }
+                if let Err(message) = kind {
+                    fields.add_at(&["locations", index, "phones", &j, "type"], message);
+                }
+            }
+        }
+    }
+    phones
+}
+
+/// Parses `services` of a body: absent is `None`; null is no services. Each is a
+/// non-blank text (numbers taken as their text) of at most 255 characters, kept in order.
+pub fn parse_services(fields: &mut FieldErrors, body: &Map<String, Value>) -> Option<Vec<String>> {
+    let items = match body.get("services")? {
+        Value::Null => return Some(Vec::new()),
+        Value::Array(items) => items,
+        _ => {
+            fields.add("services", "Must be a list of strings.");
+            return None;
+        }
+    };
+    if items.len() > MAX_SERVICES {
+        fields.add(
+            "services",
+            format!("Ensure this list has at most {MAX_SERVICES} services."),
+        );
+        return None;
+    }
+    let mut services = Vec::with_capacity(items.len());
+    let mut ok = true;
+    for (i, item) in items.iter().enumerate() {
+        let parsed = match item {
+            Value::String(_) | Value::Number(_) => validate::text_value(item, MAX_TEXT_CHARS)
+                .and_then(|s| s.ok_or_else(|| "This field may not be blank.".to_string())),
+            _ => Err("Must be a string.".to_string()),
+        };
+        match parsed {
+            Ok(service) => services.push(service),
+            Err(message) => {
+                fields.add_at(&["services", &i.to_string()], message);
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(services)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ApiError;
+
+    fn body(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    fn errors(v: Value) -> Value {
+        let mut fields = FieldErrors::default();
+        let b = body(v);
+        parse_locations(&mut fields, &b);
+        parse_services(&mut fields, &b);
+        match fields.into_result() {
+            Err(e @ ApiError::Validation(_)) => e.body(),
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_platform_example_is_kept_and_unknown_nested_fields_ignored() {
+        let mut fields = FieldErrors::default();
+        let b = body(json!({"locations": [{
+            "location_name": "Downtown", "street": "1 Main St", "city": "San Diego",
+            "state": "CA", "postal_code": 92101, "country": "US", "lat": "32.7",
+            "lon": -117.16, "phones": [{"type": "main", "number": "(619) 555-0100", "ext": 1}],
+            "description": "By the harbour", "contact_email": "a@example.com",
+            "partner_location_id": "loc-1", "hours": [], "made_up": {"x": 1}
+        }], "services": ["Repairs", 24]}));
+        let locations = parse_locations(&mut fields, &b).unwrap_or_default();
+        let services = parse_services(&mut fields, &b);
+        assert!(fields.into_result().is_ok());
+        assert_eq!(
+            services,
+            Some(vec!["Repairs".to_string(), "24".to_string()])
+        );
+        let f = &locations[0].fields;
+        assert_eq!(f.postal_code.as_deref(), Some("92101"));
+        assert_eq!((f.lat, f.lon), (Some(32.7), Some(-117.16)));
+        assert_eq!(
+            f.phones,
+            vec![Phone {
+                kind: Some("main".into()),
+                number: "(619) 555-0100".into()
+            }]
+        );
+        assert_eq!(f.partner_location_id.as_deref(), Some("loc-1"));
+        let shown = Location {
+            id: 9,
+            fields: f.clone(),
+        }
+        .to_json(4);
+        assert_eq!(shown["street2"], Value::Null);
+        assert_eq!(shown["business_id"], json!(4));
+        assert!(shown.get("hours").is_none() && shown.get("made_up").is_none());
+    }
+
+    #[test]
+    fn wrong_types_name_the_nested_field() {
+        let body = errors(json!({
+            "locations": [
+                {"city": "ok"},
+                {"city": ["x"], "lat": 91, "phones": [{"number": ""}, "555", {"number": 5, "type": {}}]},
+                7
+            ],
+            "services": ["ok", {"name": "x"}]
+        }));
+        assert_eq!(
+            body,
+            json!({
+                "locations": {
+                    "1": {
+                        "city": ["Must be a string or null."],
+                        "lat": ["Must be a number from -90 to 90, or null."],
+                        "phones": {
+                            "0": {"number": ["This field may not be blank."]},
+                            "1": ["Must be an object."],
+                            "2": {"type": ["Must be a string or null."]}
+                        }
+                    },
+                    "2": ["Must be an object."]
+                },
+                "services": {"1": ["Must be a string."]}
+            })
+        );
+        assert_eq!(
+            errors(json!({"locations": {"city": "x"}, "services": "x"})),
+            json!({
+                "locations": ["Must be a list of location objects."],
+                "services": ["Must be a list of strings."]
+            })
+        );
+    }
+
+    #[test]
+    fn lists_and_fields_are_bounded() {
+        let many: Vec<Value> = (0..=MAX_LOCATIONS).map(|_| json!({})).collect();
+        assert!(errors(json!({"locations": many}))["locations"].is_array());
+        let services: Vec<Value> = (0..=MAX_SERVICES).map(|i| json!(i)).collect();
+        assert!(errors(json!({"services": services}))["services"].is_array());
+        let phones: Vec<Value> = (0..=MAX_PHONES).map(|_| json!({"number": "1"})).collect();
+        assert!(
+            errors(json!({"locations": [{"phones": phones}]}))["locations"]["0"]["phones"]
+                .is_array()
+        );
+        let long = "x".repeat(MAX_TEXT_CHARS + 1);
+        assert!(
+            errors(json!({"locations": [{"street": long}]}))["locations"]["0"]["street"].is_array()
+        );
+        let description = "x".repeat(MAX_DESCRIPTION_CHARS + 1);
+        assert!(
+            errors(json!({"locations": [{"description": description}]}))["locations"]["0"]
+                ["description"]
+                .is_array()
+        );
+        // Every field within its bound, but 50 of them in 4-byte characters: over the total.
+        let full = "\u{1F600}".repeat(MAX_TEXT_CHARS);
+        let big: Vec<Value> = (0..MAX_LOCATIONS)
+            .map(|_| json!({"street": full, "street2": full, "city": full, "state": full}))
+            .collect();
+        assert!(errors(json!({"locations": big}))["locations"].is_array());
+    }
+
+    #[test]
+    fn updates_keep_the_ids_of_the_business_locations_once() {
+        let current = vec![
+            Location {
+                id: 10,
+                fields: LocationFields::default(),
+            },
+            Location {
+                id: 11,
+                fields: LocationFields::default(),
+            },
+        ];
+        let given = |id: Option<i64>, city: &str| NewLocation {
+            id,
+            fields: LocationFields {
+                city: Some(city.into()),
+                ..Default::default()
+            },
+        };
+        let body = vec![
+            given(Some(11), "a"),
+            given(Some(11), "b"),
+            given(Some(99), "c"),
+            given(None, "d"),
+        ];
+        assert_eq!(ids_needed(&current, &body), 3);
+        let replaced = replace(&current, &body, &mut (50..)).unwrap_or_default();
+        let ids: Vec<i64> = replaced.iter().map(|l| l.id).collect();
+        assert_eq!(ids, [11, 50, 51, 52]);
+        assert_eq!(replaced[1].fields.city.as_deref(), Some("b"));
+        assert_eq!(replace(&current, &body, &mut (50..51)), None);
+    }
+
+    #[test]
+    fn stored_form_round_trips() {
+        let location = Location {
+            id: 3,
+            fields: LocationFields {
+                city: Some("X".into()),
+                lat: Some(1.5),
+                phones: vec![Phone {
+                    kind: None,
+                    number: "1".into(),
+                }],
+                ..Default::default()
+            },
+        };
+        let text = serde_json::to_string(&[&location]).unwrap_or_default();
+        assert_eq!(
+            text,
+            r#"[{"id":3,"city":"X","lat":1.5,"phones":[{"number":"1"}]}]"#
+        );
+        let back: Vec<Location> = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(back, vec![location]);
+    }
+}
