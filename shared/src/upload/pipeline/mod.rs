@@ -2,7 +2,9 @@
 //! against the limits before decoding (the size the decoder itself will use, checked again
 //! after its header parse and before it allocates), decode once, make the five variants
 //! ([`VARIANTS`]) by cascaded Lanczos3 downsampling, turn them upright (EXIF orientation)
-//! and encode them in parallel in the original's format, without metadata.
+//! and encode them in parallel in the original's format, without metadata. Variants of an
+//! image with an embedded ICC profile other than sRGB (Display P3, Adobe RGB) are converted
+//! to sRGB after resizing (colour.rs), so that they need no profile.
 //!
 //! Memory follows the image, not a global cap: the header check refuses PNG metadata that
 //! inflates past 1 MiB and chunk floods, a decode may allocate its pixels at 8 bits a
@@ -13,6 +15,7 @@
 //! original upload is never modified; the caller stores its own bytes as they came.
 
 mod codec;
+mod colour;
 #[cfg(test)]
 mod hostile;
 #[cfg(test)]
@@ -153,8 +156,11 @@ pub struct Timings {
     pub read: Duration,
     /// Header checks and decoding.
     pub decode: Duration,
-    /// Downsampling and orientation.
+    /// Downsampling, orientation and colour conversion.
     pub resize: Duration,
+    /// The part of `resize` spent on the ICC profile: reading it, building the transform to
+    /// sRGB and converting the variants (zero for an image without a profile).
+    pub colour: Duration,
     /// Encoding all variants (in parallel).
     pub encode: Duration,
     pub total: Duration,
@@ -165,10 +171,12 @@ impl fmt::Display for Timings {
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         write!(
             f,
-            "read {:.1} ms, decode {:.1} ms, resize {:.1} ms, encode {:.1} ms, total {:.1} ms",
+            "read {:.1} ms, decode {:.1} ms, resize {:.1} ms (colour {:.1} ms), encode {:.1} ms, \
+             total {:.1} ms",
             ms(self.read),
             ms(self.decode),
             ms(self.resize),
+            ms(self.colour),
             ms(self.encode),
             ms(self.total)
         )
@@ -235,11 +243,21 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
         }
         which.push(distinct.len() - 1);
     }
+    // The profile is read before the decoded image is handed over (its layout says which
+    // transform), and applied to the variants.
+    let colour_start = Instant::now();
+    let to_srgb = colour::to_srgb(bytes, info.format, pixels.layout);
+    let mut colour_time = colour_start.elapsed();
     let made = resize::cascade(pixels, &distinct)?;
-    let upright: Vec<codec::Pixels> = made
+    let mut upright: Vec<codec::Pixels> = made
         .into_par_iter()
         .map(|p| resize::orient(p, info.orientation))
         .collect::<Result<_>>()?;
+    if let Some(to_srgb) = &to_srgb {
+        let start = Instant::now();
+        upright.par_iter_mut().for_each(|p| to_srgb.apply(p));
+        colour_time += start.elapsed();
+    }
     let resized = Instant::now();
 
     let encoded: Vec<Vec<u8>> = upright
@@ -274,6 +292,7 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
             read: Duration::ZERO,
             decode: decoded - start,
             resize: resized - decoded,
+            colour: colour_time,
             encode: done - resized,
             total: done - start,
         },

@@ -167,16 +167,16 @@ fn describe_text(bytes: &[u8]) -> &'static str {
 
 /// `len` bytes at `at`, or None if out of bounds (with overflow-checked arithmetic, since
 /// offsets come from the file).
-fn bytes_at(b: &[u8], at: usize, len: usize) -> Option<&[u8]> {
+pub(super) fn bytes_at(b: &[u8], at: usize, len: usize) -> Option<&[u8]> {
     b.get(at..at.checked_add(len)?)
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u32> {
+pub(super) fn be16(b: &[u8], at: usize) -> Option<u32> {
     let s = bytes_at(b, at, 2)?;
     Some(u32::from(u16::from_be_bytes([s[0], s[1]])))
 }
 
-fn be32(b: &[u8], at: usize) -> Option<u32> {
+pub(super) fn be32(b: &[u8], at: usize) -> Option<u32> {
     let s = bytes_at(b, at, 4)?;
     Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
@@ -191,7 +191,7 @@ fn le24(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes([s[0], s[1], s[2], 0]))
 }
 
-fn le32(b: &[u8], at: usize) -> Option<u32> {
+pub(super) fn le32(b: &[u8], at: usize) -> Option<u32> {
     let s = bytes_at(b, at, 4)?;
     Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
@@ -398,7 +398,7 @@ pub(super) const MAX_PNG_INFLATED_TOTAL: usize = 4 << 20;
 /// The compressed part of an iCCP, zTXt or iTXt chunk (a zlib stream), if it has one:
 /// after a keyword and its terminating zero, iCCP and zTXt have a compression method byte;
 /// iTXt has a compression flag and method, a language tag and a translated keyword.
-fn png_compressed_part<'a>(kind: &[u8], data: &'a [u8]) -> Option<&'a [u8]> {
+pub(super) fn png_compressed_part<'a>(kind: &[u8], data: &'a [u8]) -> Option<&'a [u8]> {
     let keyword_end = data.iter().position(|&v| v == 0)?;
     let rest = data.get(keyword_end + 1..)?;
     match kind {
