@@ -364,3 +364,62 @@ proptest! {
         check_file(&bytes)?;
     }
 }
+
+/// Real profiles for the colour proptest: moxcms's Display P3, Adobe RGB and ProPhoto (RGB
+/// matrix-shaper profiles with parametric curves) and a grey one.
+fn profiles() -> &'static [Vec<u8>; 4] {
+    static PROFILES: OnceLock<[Vec<u8>; 4]> = OnceLock::new();
+    PROFILES.get_or_init(|| {
+        [
+            moxcms::ColorProfile::new_display_p3(),
+            moxcms::ColorProfile::new_adobe_rgb(),
+            moxcms::ColorProfile::new_pro_photo_rgb(),
+            moxcms::ColorProfile::new_gray_with_gamma(2.2),
+        ]
+        .map(|p| p.encode().expect("profile serialises"))
+    })
+}
+
+/// `icc` in one APP2 segment of the 24x16 base JPEG.
+fn jpeg_with_profile(icc: &[u8]) -> Vec<u8> {
+    let jpeg = &bases().jpeg;
+    let mut segment = b"ICC_PROFILE\0\x01\x01".to_vec();
+    segment.extend(icc);
+    let mut out = jpeg[..2].to_vec();
+    out.extend([0xFF, 0xE2]);
+    out.extend(((segment.len() + 2) as u16).to_be_bytes());
+    out.extend(segment);
+    out.extend(&jpeg[2..]);
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 200,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// A damaged profile (bytes overwritten, the file cut short) never fails the upload
+    /// nor takes long: it is converted from, or ignored.
+    #[test]
+    fn damaged_profiles_never_fail_the_upload(
+        which in 0usize..4,
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        keep in prop::option::of(any::<prop::sample::Index>()),
+    ) {
+        let mut icc = profiles()[which].clone();
+        for (at, value) in &edits {
+            let at = at.index(icc.len());
+            icc[at] = *value;
+        }
+        if let Some(keep) = keep {
+            icc.truncate(keep.index(icc.len()));
+        }
+        let bytes = jpeg_with_profile(&icc);
+        let start = std::time::Instant::now();
+        let processed = process(&bytes, &LIMITS);
+        prop_assert!(processed.is_ok(), "{processed:?}");
+        prop_assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    }
+}
