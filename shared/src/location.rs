@@ -19,6 +19,9 @@ pub const MAX_SERVICES: usize = 50;
 pub const MAX_TEXT_CHARS: usize = 255;
 /// Characters of a location's `description`.
 pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
+/// The bounds of `lat` and `lon` (either sign).
+pub const MAX_LATITUDE: f64 = 90.0;
+pub const MAX_LONGITUDE: f64 = 180.0;
 /// Bytes of a business's locations as stored (compact JSON, ids included). Each field is
 /// bounded, but 50 locations of full 4-byte fields would take 1.9 MB: this keeps the
 /// DynamoDB item that holds them (with the services, at most 51 KB) far under 400 KB.
@@ -282,8 +285,8 @@ fn parse_location(fields: &mut FieldErrors, index: &str, value: &Value) -> Optio
             Err(message) => fields.add_at(&["locations", index, "description"], message),
         }
     }
-    location.fields.lat = coordinate(fields, index, body, "lat", 90.0);
-    location.fields.lon = coordinate(fields, index, body, "lon", 180.0);
+    location.fields.lat = coordinate(fields, index, body, "lat", MAX_LATITUDE);
+    location.fields.lon = coordinate(fields, index, body, "lon", MAX_LONGITUDE);
     location.fields.phones = phones(fields, index, body);
     (fields.len() == errors_before).then_some(location)
 }

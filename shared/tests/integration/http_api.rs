@@ -1549,3 +1549,118 @@ async fn an_upload_file_error_is_answered_nested() {
         );
     }
 }
+
+/// The platform's own create example (nested `locations` with phones, a description and a
+/// contact address, `services`) is kept: the 201, the detail and the update answer it in
+/// the documented shape, and an update replaces the locations, keeping the ids it names.
+#[tokio::test]
+async fn services_and_nested_locations_are_kept_and_replaced() {
+    let server = Server::start().await;
+    let client = server.client("agency", None).await;
+    let created = create(
+        &client,
+        json!({
+            "business_name": "Harbour Cafe", "category_id": 12,
+            "services": ["Espresso", "Catering"],
+            "category": {"id": 99, "name": "ignored: category follows category_id"},
+            "locations": [{
+                "location_name": "Quay", "street": "1 Quay St", "city": "San Diego",
+                "state": "CA", "postal_code": 92101, "country": "US",
+                "lat": 32.7157, "lon": "-117.1611",
+                "phones": [{"type": "main", "number": "(619) 555-0100"}],
+                "description": "On the quay.\nBy the ferry.",
+                "contact_email": "quay@harbourcafe.example",
+                "partner_location_id": "hc-1", "hours": [[["09:00:00", "17:00:00"]]]
+            }, {"location_name": "Station"}]
+        }),
+    )
+    .await;
+    let id = created["id"].as_i64().expect("id");
+    assert_eq!(created["category"], json!({"id": 12}));
+    assert_eq!(created["services"], json!(["Espresso", "Catering"]));
+    let quay = &created["locations"][0];
+    assert_eq!(quay["postal_code"], "92101");
+    assert_eq!(quay["lon"], json!(-117.1611));
+    assert_eq!(quay["partner_location_id"], "hc-1");
+    assert_eq!(quay["business_id"], id);
+    assert_eq!(
+        quay["phones"],
+        json!([{"type": "main", "number": "(619) 555-0100"}])
+    );
+    assert_eq!(quay["street2"], Value::Null);
+    assert!(quay.get("hours").is_none());
+    let (quay_id, station_id) = (
+        quay["id"].as_i64().expect("location id"),
+        created["locations"][1]["id"].as_i64().expect("location id"),
+    );
+    let path = format!("/api/v2/businesses/{id}/");
+    let got = client.get(&path).await.expect("get");
+    assert_eq!(got.body, created);
+
+    // A list object carries none of them.
+    let listed = client.get("/api/v2/businesses/").await.expect("list");
+    let object = &listed.body["objects"][0];
+    assert!(object.get("locations").is_none() && object.get("services").is_none());
+
+    // Absent: they stay. Given: they are replaced; Station keeps its id, Quay goes.
+    let renamed = client
+        .put(&path, &json!({"business_name": "Harbour Cafe & Bar"}))
+        .await
+        .expect("put");
+    assert_eq!(renamed.body["locations"], created["locations"]);
+    let mut station = created["locations"][1].clone();
+    station["city"] = json!("Oceanside");
+    let replaced = client
+        .put(
+            &path,
+            &json!({"id": id, "services": null, "category_id": null,
+                    "locations": [station, {"location_name": "Pier", "id": quay_id + 1000}]}),
+        )
+        .await
+        .expect("put");
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(replaced.body["services"], json!([]));
+    assert_eq!(replaced.body["category"], Value::Null);
+    let locations = replaced.body["locations"].as_array().expect("locations");
+    assert_eq!(locations.len(), 2);
+    assert_eq!(locations[0]["id"], station_id);
+    assert_eq!(locations[0]["city"], "Oceanside");
+    let pier = locations[1]["id"].as_i64().expect("location id");
+    assert!(![quay_id, station_id, quay_id + 1000].contains(&pier));
+    assert_eq!(client.get(&path).await.expect("get").body, replaced.body);
+
+    // A wrong type is a 400 naming the nested field, and changes nothing.
+    let refused = client
+        .put(
+            &path,
+            &json!({"locations": [{"city": "x"}, {"phones": "555", "lat": 100}],
+                    "services": ["ok", 5, ""]}),
+        )
+        .await
+        .expect("put");
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(
+        refused.body,
+        json!({
+            "locations": {"1": {
+                "phones": ["Must be a list of phone objects."],
+                "lat": ["Must be a number from -90 to 90, or null."]
+            }},
+            "services": {"2": ["This field may not be blank."]}
+        })
+    );
+    let too_many: Vec<Value> = (0..51).map(|_| json!({})).collect();
+    let refused = client
+        .post(
+            "/api/v2/businesses/",
+            &json!({"business_name": "Many", "locations": too_many}),
+        )
+        .await
+        .expect("post");
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(
+        refused.body["locations"],
+        json!(["Ensure this list has at most 50 locations."])
+    );
+    assert_eq!(client.get(&path).await.expect("get").body, replaced.body);
+}

@@ -132,6 +132,9 @@ fn documented_replies_pass_the_check() {
     let mut detail = business(3);
     detail["logo_image"] = Value::Null;
     detail["images"] = json!([]);
+    detail["category"] = Value::Null;
+    detail["services"] = json!([]);
+    detail["locations"] = json!([]);
     check(
         "POST",
         "/api/v2/businesses/",
@@ -203,6 +206,9 @@ fn a_missing_required_header_fails() {
     let mut detail = business(3);
     detail["logo_image"] = Value::Null;
     detail["images"] = json!([]);
+    detail["category"] = Value::Null;
+    detail["services"] = json!([]);
+    detail["locations"] = json!([]);
     check(
         "POST",
         "/api/v2/businesses/",
@@ -269,6 +275,7 @@ fn mib(n: u64) -> String {
 /// numbers below) accounts for fails `every_figure_the_document_states_is_the_codes`.
 fn stated_figures() -> Vec<String> {
     use sitehost::config::{self, thousands};
+    use sitehost::location;
     let fetch = config::FetchConfig::default();
     let pixels = config::ImageLimits::default();
     let window = sitehost::auth::TIMESTAMP_WINDOW_SECS;
@@ -310,6 +317,30 @@ fn stated_figures() -> Vec<String> {
         ),
         // Fields.
         format!("1 to {} characters", sitehost::business::MAX_NAME_CHARS),
+        // Services and locations (location.rs).
+        format!("At most {} locations", location::MAX_LOCATIONS),
+        format!("{} phones each", location::MAX_PHONES),
+        format!(
+            "text fields at most {} characters",
+            location::MAX_TEXT_CHARS
+        ),
+        format!(
+            "`description` {}",
+            thousands(location::MAX_DESCRIPTION_CHARS as u64)
+        ),
+        format!(
+            "at most {} bytes as stored",
+            thousands(location::MAX_LOCATIONS_BYTES as u64)
+        ),
+        format!(
+            "At most {}, each a non-blank string of at most {} characters",
+            location::MAX_SERVICES,
+            location::MAX_TEXT_CHARS
+        ),
+        format!(
+            "At most {} characters",
+            thousands(location::MAX_DESCRIPTION_CHARS as u64)
+        ),
         // What a 400 echoes (error.rs) and DynamoDB's busy answer (store/dynamo).
         format!(
             "at most {} characters",
@@ -551,6 +582,7 @@ fn every_schema_bound_is_the_codes() {
             _ => {}
         }
     }
+    use sitehost::location;
     let mut found = Vec::new();
     walk(document(), "", &mut found);
     assert!(found.len() > 20, "{found:?}");
@@ -567,6 +599,21 @@ fn every_schema_bound_is_the_codes() {
                 sitehost::business::MAX_PARTNER_ID_CHARS as u64
             }
             ("maxItems", "objects") => max_limit,
+            ("maxItems", "locations") => location::MAX_LOCATIONS as u64,
+            ("maxItems", "services") => location::MAX_SERVICES as u64,
+            ("maxItems", "phones") => location::MAX_PHONES as u64,
+            ("maximum", "lat") => location::MAX_LATITUDE as u64,
+            ("maximum", "lon") => location::MAX_LONGITUDE as u64,
+            ("maxLength", "description") if pointer.contains("Location") => {
+                location::MAX_DESCRIPTION_CHARS as u64
+            }
+            ("maxLength", _)
+                if pointer.contains("Location")
+                    || pointer.contains("Phone")
+                    || pointer.contains("/services/") =>
+            {
+                location::MAX_TEXT_CHARS as u64
+            }
             ("maxItems", "images") => sitehost::operations::business::DETAIL_IMAGES_LIMIT,
             ("maxItems", _) if pointer.contains("/ValidationMessages/") => {
                 source_const("error.rs", "MAX_MESSAGES_PER_FIELD")

@@ -573,7 +573,11 @@ const ALLOWED: &[(&str, &[Grants])] = &[
         &[
             AUTHENTICATION,
             BUSINESS_DETAIL,
-            &[("dynamodb:GetItem", "BUSINESS#*")],
+            // The detail reads the business's partition: the record and its locations.
+            &[
+                ("dynamodb:GetItem", "BUSINESS#*"),
+                ("dynamodb:Query", "BUSINESS#*"),
+            ],
         ],
     ),
     (
@@ -586,6 +590,7 @@ const ALLOWED: &[(&str, &[Grants])] = &[
                 ("dynamodb:PutItem", "A#*#B#*"),
                 ("dynamodb:PutItem", "H#*"),
                 ("dynamodb:UpdateItem", "SEQ#business"),
+                ("dynamodb:UpdateItem", "SEQ#location"),
                 ("dynamodb:UpdateItem", "A#*#BC#*"),
                 ("dynamodb:UpdateItem", "H#*"),
                 ("dynamodb:ConditionCheckItem", "IMAGE#*"),
@@ -599,9 +604,11 @@ const ALLOWED: &[(&str, &[Grants])] = &[
             BUSINESS_DETAIL,
             &[
                 ("dynamodb:GetItem", "BUSINESS#*"),
+                ("dynamodb:Query", "BUSINESS#*"),
                 ("dynamodb:PutItem", "BUSINESS#*"),
                 ("dynamodb:PutItem", "A#*#B#*"),
                 ("dynamodb:PutItem", "H#*"),
+                ("dynamodb:UpdateItem", "SEQ#location"),
                 ("dynamodb:DeleteItem", "A#*#B#*"),
                 ("dynamodb:DeleteItem", "H#*"),
                 ("dynamodb:UpdateItem", "A#*#BC#*"),
