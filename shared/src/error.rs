@@ -50,6 +50,14 @@ pub enum ApiError {
     /// stores signal it; it answers 400 on that field.
     #[error("{field}: this value already exists")]
     Conflict { field: &'static str },
+    /// The request conflicts with the current state of what it names (409): an image that
+    /// is a business's logo, a request whose `Idempotency-Key` is still being served.
+    #[error("conflict: {0}")]
+    StateConflict(String),
+    /// A well-formed request that cannot be processed as sent (422): an `Idempotency-Key`
+    /// used before with another request.
+    #[error("unprocessable: {0}")]
+    Unprocessable(String),
     /// Our fault. The cause chain goes to the logs only ([`error_chain`]); the client sees a
     /// generic text. `?` on an `anyhow::Result` (`.context("what we were doing")`) lands here.
     #[error(transparent)]
@@ -84,6 +92,8 @@ impl ApiError {
             ApiError::Unauthorized(_) => 401,
             ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed(_) => 405,
+            ApiError::StateConflict(_) => 409,
+            ApiError::Unprocessable(_) => 422,
             ApiError::TooLarge(_) => 413,
             ApiError::TooManyRequests { .. } => 429,
             ApiError::RequestTimeout(_) => 408,
@@ -104,6 +114,8 @@ impl ApiError {
             ApiError::Unauthorized(msg)
             | ApiError::NotFound(msg)
             | ApiError::TooLarge(msg)
+            | ApiError::StateConflict(msg)
+            | ApiError::Unprocessable(msg)
             | ApiError::RequestTimeout(msg)
             | ApiError::TooManyRequests { message: msg, .. }
             | ApiError::Unavailable { message: msg, .. } => json!({ "error": bounded(msg) }),
