@@ -253,8 +253,7 @@ fn parse_location(fields: &mut FieldErrors, index: &str, value: &Value) -> Optio
         return None;
     };
     let errors_before = fields.len();
-    let mut location = NewLocation::default();
-    location.id = match body.get("id") {
+    let id = match body.get("id") {
         None | Some(Value::Null) => None,
         Some(id) => {
             let parsed = validate::id_value(id);
@@ -266,6 +265,10 @@ fn parse_location(fields: &mut FieldErrors, index: &str, value: &Value) -> Optio
             }
             parsed
         }
+    };
+    let mut location = NewLocation {
+        id,
+        ..Default::default()
     };
     for name in TEXT_FIELDS {
         if let Some(value) = body.get(name) {

@@ -84,8 +84,8 @@ impl BusinessStore for DynamoStore {
         let detail = new.into_detail(id, account_id, now, &mut location_ids.into_iter())?;
         let business = &detail.business;
         let with_details = !(detail.services.is_empty() && detail.locations.is_empty());
-        let nk = name_sort_key(&business);
-        let scopes = scope::business_scopes(&business);
+        let nk = name_sort_key(business);
+        let scopes = scope::business_scopes(business);
         let entries = NewEntries {
             kind: Kind::Business,
             account_id,
