@@ -9,6 +9,7 @@ use http::request::Parts;
 use http::{Request, Response};
 
 use crate::api::budgets::Budgets;
+use crate::api::idempotency;
 use crate::api::request_log::{self, RequestLog};
 use crate::api::{
     allowed_methods, error_response, header, json_response, query_params, route, set_header,
@@ -242,6 +243,7 @@ impl App {
         )
         .await?;
         progress.authenticated = Some(auth.clone());
+        let idempotency_key = idempotency::key_of(headers, route.operation)?;
         self.admit(&auth, route.operation, now).await?;
         let body = match (form_body, body) {
             (Some(form), _) => form,
@@ -255,7 +257,16 @@ impl App {
             }
             (None, None) => Bytes::new(),
         };
-        self.run(route, &auth, &body, &params).await
+        let run = self.run(route, &auth, &body, &params);
+        match idempotency_key {
+            None => run.await,
+            Some(key) => {
+                let fingerprint = idempotency::fingerprint(route.operation, &body);
+                let store = self.services.store.as_ref();
+                let account_id = auth.caller.account_id;
+                idempotency::run_once(store, account_id, &key, &fingerprint, now, run).await
+            }
+        }
     }
 
     /// Admits an authenticated request, in the order that keeps a replay or a flood cheap:

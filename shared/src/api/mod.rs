@@ -12,6 +12,7 @@ use crate::error::{ApiError, Result};
 
 pub mod app;
 pub mod budgets;
+pub mod idempotency;
 pub mod lambda;
 pub mod logging;
 pub mod request_log;

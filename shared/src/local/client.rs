@@ -62,6 +62,18 @@ impl PartnerClient {
         path_and_query: &str,
         body: Option<Vec<u8>>,
     ) -> reqwest::Result<Reply> {
+        self.send_with_headers(method, path_and_query, body, &[])
+            .await
+    }
+
+    /// [`Self::send`] with extra headers (an `Idempotency-Key`).
+    pub async fn send_with_headers(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> reqwest::Result<Reply> {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::GET);
         let mut request = self
             .http
@@ -70,6 +82,9 @@ impl PartnerClient {
                 "authorization",
                 self.authorization(method.as_str(), path_and_query),
             );
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         if let Some(body) = body {
             request = request
                 .header("content-type", "application/json")

@@ -165,9 +165,70 @@ pub trait BudgetStore: Send + Sync {
     ) -> Result<BudgetDecision>;
 }
 
+/// How long an `Idempotency-Key` is remembered after its first request.
+pub const IDEMPOTENCY_KEY_SECS: i64 = 24 * 60 * 60;
+/// How long a claim on a key holds without an answer: longer than any request may run
+/// (API Gateway gives up after 29 s), so a claim outlives its request only if the request
+/// died (a crashed or timed-out instance), and then the key serves again.
+pub const IDEMPOTENCY_LEASE_SECS: i64 = 60;
+
+/// The first answer to a request made with an `Idempotency-Key`, as it is replayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAnswer {
+    pub status: u16,
+    /// The JSON body, as sent.
+    pub body: String,
+    pub location: Option<String>,
+}
+
+/// What holds an `Idempotency-Key` when a request claims it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdempotencyClaim {
+    /// The key is this request's until it finishes or releases it (or the lease ends).
+    Claimed,
+    /// A request with the same fingerprint holds it and has not answered yet.
+    InProgress,
+    /// A request with the same fingerprint answered this.
+    Answered(StoredAnswer),
+    /// The key was used with another request (another fingerprint).
+    OtherRequest,
+}
+
+/// `Idempotency-Key`s of creates and uploads, per account: each remembers the fingerprint of
+/// the request that first used it and, once that request succeeded, its answer, for
+/// [`IDEMPOTENCY_KEY_SECS`]. Keys of different accounts never meet.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// Claims `key` for a request with `fingerprint`, atomically: of two requests that
+    /// claim one key at once, one gets `Claimed` and the other sees it held. An expired key
+    /// (or a claim past its lease) is claimed anew.
+    async fn claim_idempotency_key(
+        &self,
+        account_id: i64,
+        key: &str,
+        fingerprint: &str,
+        now: i64,
+    ) -> Result<IdempotencyClaim>;
+    /// Records the answer of the claiming request; replayed until the key expires.
+    async fn answer_idempotency_key(
+        &self,
+        account_id: i64,
+        key: &str,
+        fingerprint: &str,
+        answer: &StoredAnswer,
+    ) -> Result<()>;
+    /// Gives up a claim whose request failed, so that a retry runs again.
+    async fn release_idempotency_key(
+        &self,
+        account_id: i64,
+        key: &str,
+        fingerprint: &str,
+    ) -> Result<()>;
+}
+
 /// Everything the API needs from a record store.
-pub trait Store: KeyStore + BusinessStore + ImageStore + BudgetStore {}
-impl<T: KeyStore + BusinessStore + ImageStore + BudgetStore> Store for T {}
+pub trait Store: KeyStore + BusinessStore + ImageStore + BudgetStore + IdempotencyStore {}
+impl<T: KeyStore + BusinessStore + ImageStore + BudgetStore + IdempotencyStore> Store for T {}
 
 pub type SharedStore = Arc<dyn Store>;
 

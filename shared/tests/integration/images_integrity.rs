@@ -25,8 +25,8 @@ use sitehost::local::client::{PartnerClient, Reply};
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{FileStore, SharedFiles};
 use sitehost::store::{
-    BudgetDecision, BudgetKind, BudgetStore, BusinessStore, ImageStore, KeyStore, Page,
-    SharedStore, Stores,
+    BudgetDecision, BudgetKind, BudgetStore, BusinessStore, IdempotencyClaim, IdempotencyStore,
+    ImageStore, KeyStore, Page, SharedStore, StoredAnswer, Stores,
 };
 use sitehost::upload::original_path;
 use sitehost::upload::s3::S3Files;
@@ -296,6 +296,42 @@ impl BudgetStore for FaultyImages {
         now: i64,
     ) -> Result<BudgetDecision> {
         self.inner.consume_budget(key, kind, limit, now).await
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for FaultyImages {
+    async fn claim_idempotency_key(
+        &self,
+        account_id: i64,
+        key: &str,
+        fingerprint: &str,
+        now: i64,
+    ) -> Result<IdempotencyClaim> {
+        self.inner
+            .claim_idempotency_key(account_id, key, fingerprint, now)
+            .await
+    }
+    async fn answer_idempotency_key(
+        &self,
+        account_id: i64,
+        key: &str,
+        fingerprint: &str,
+        answer: &StoredAnswer,
+    ) -> Result<()> {
+        self.inner
+            .answer_idempotency_key(account_id, key, fingerprint, answer)
+            .await
+    }
+    async fn release_idempotency_key(
+        &self,
+        account_id: i64,
+        key: &str,
+        fingerprint: &str,
+    ) -> Result<()> {
+        self.inner
+            .release_idempotency_key(account_id, key, fingerprint)
+            .await
     }
 }
 

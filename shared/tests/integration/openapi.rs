@@ -315,6 +315,11 @@ fn stated_figures() -> Vec<String> {
             "at most {}",
             sitehost::operations::business::DETAIL_IMAGES_LIMIT
         ),
+        // Idempotency keys.
+        format!(
+            "{} hours",
+            sitehost::store::IDEMPOTENCY_KEY_SECS / 3600
+        ),
         // Fields.
         format!("1 to {} characters", sitehost::business::MAX_NAME_CHARS),
         // Services and locations (location.rs).
@@ -595,6 +600,9 @@ fn every_schema_bound_is_the_codes() {
                 sitehost::operations::listing::DEFAULT_LIMIT
             }
             ("maxLength", "business_name") => sitehost::business::MAX_NAME_CHARS as u64,
+            ("maxLength", "schema") if pointer.contains("/idempotencyKey/") => {
+                sitehost::api::idempotency::MAX_KEY_CHARS as u64
+            }
             ("maxLength", "partner_business_id" | "partner_sub_id") => {
                 sitehost::business::MAX_PARTNER_ID_CHARS as u64
             }

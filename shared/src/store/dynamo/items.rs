@@ -135,6 +135,15 @@ pub fn budget_key(api_key: &str, kind: &str, window: i64) -> Item {
     )
 }
 
+/// One account's `Idempotency-Key`, by a digest of the key (any length, any characters),
+/// so the partition key stays short and under the `IDEMPOTENCY#` prefix the functions'
+/// IAM policies allow.
+pub fn idempotency_key(account_id: i64, key: &str) -> Item {
+    let digest = Sha1::digest(key.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    self::key(format!("IDEMPOTENCY#{account_id}#{hex}"), "IDEMPOTENCY")
+}
+
 pub fn business_key(id: i64) -> Item {
     key(business_pk(id), "BUSINESS")
 }

@@ -20,6 +20,7 @@ use crate::error::{ApiError, Result};
 
 mod budgets;
 mod businesses;
+mod idempotency;
 mod images;
 mod items;
 mod keys;

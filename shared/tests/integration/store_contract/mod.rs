@@ -10,6 +10,7 @@ mod budgets;
 mod businesses;
 mod concurrency;
 mod fixtures;
+mod idempotency;
 mod images;
 mod keys_and_nonces;
 mod listing;
@@ -225,6 +226,8 @@ macro_rules! contract {
                 budgets::budgets,
                 budgets::concurrent_budget_draws,
                 budgets::large_budgets_admit_exactly_their_limit,
+                idempotency::idempotency_keys,
+                idempotency::concurrent_idempotency_claims,
             );
             contract!(@probed $factory;
                 listing::offsets_past_the_end_read_only_the_counter,
@@ -265,6 +268,7 @@ mod on_double {
         concurrency::concurrent_patches,
         concurrency::concurrent_deletes_restores_and_renames,
         budgets::concurrent_budget_draws,
+        idempotency::concurrent_idempotency_claims,
         budgets::large_budgets_admit_exactly_their_limit,
     );
 }

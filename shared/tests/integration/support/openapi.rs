@@ -267,6 +267,15 @@ impl CheckedClient {
             .await
     }
 
+    /// A POST with an `Idempotency-Key`.
+    pub async fn post_once(&self, path: &str, body: &Value, key: &str) -> reqwest::Result<Reply> {
+        let body = Some(body.to_string().into_bytes());
+        let headers = [("idempotency-key", key)];
+        let reply = self.0.send_with_headers("POST", path, body, &headers).await?;
+        check_reply("POST", path, &reply);
+        Ok(reply)
+    }
+
     pub async fn put(&self, path: &str, body: &Value) -> reqwest::Result<Reply> {
         self.send("PUT", path, Some(body.to_string().into_bytes()))
             .await

@@ -1,0 +1,193 @@
+//! `Idempotency-Key` on business creates and image uploads, as the IETF httpapi draft "The
+//! Idempotency-Key HTTP Header Field" has it: a retry with the same key and the same body
+//! within a day gets the first answer (status, body, `Location`) and writes nothing new;
+//! the same key with another body is a 422; a retry while the first is still running is a
+//! 409. Keys are per account. Only a success is remembered: a request that failed (a 4xx,
+//! or a 503 after which nothing was written) gives its key back, so its retry runs again.
+
+use bytes::Bytes;
+use http::header::{HeaderValue, LOCATION};
+use http::{HeaderMap, Response, StatusCode};
+use sha1::{Digest, Sha1};
+
+use crate::api::{header, json_response, Operation};
+use crate::error::{ApiError, Result};
+use crate::store::{IdempotencyClaim, IdempotencyStore, StoredAnswer};
+
+pub const HEADER: &str = "idempotency-key";
+/// Longest key accepted: a UUID is 36 characters; this leaves room for clients' prefixes.
+pub const MAX_KEY_CHARS: usize = 255;
+/// Marks an answer replayed from an earlier request with the same key (as Stripe's API
+/// does), so a client can tell.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// The request's key, for the operations that take one: 1 to 255 visible ASCII characters
+/// (an sf-string's; the quotes of a structured-field string are taken off).
+pub fn key_of(headers: &HeaderMap, operation: Operation) -> Result<Option<String>> {
+    if !matches!(
+        operation,
+        Operation::BusinessCreate | Operation::ImageUpload
+    ) {
+        return Ok(None);
+    }
+    if !headers.contains_key(HEADER) {
+        return Ok(None);
+    }
+    let invalid = || {
+        ApiError::field(
+            "Idempotency-Key",
+            format!(
+                "The Idempotency-Key header must be 1 to {MAX_KEY_CHARS} visible ASCII \
+                 characters, e.g. a UUID."
+            ),
+        )
+    };
+    let text = header(headers, HEADER).ok_or_else(invalid)?;
+    let key = text
+        .trim()
+        .strip_prefix('"')
+        .and_then(|k| k.strip_suffix('"'))
+        .unwrap_or(text.trim());
+    if key.is_empty()
+        || key.chars().count() > MAX_KEY_CHARS
+        || !key.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+    {
+        return Err(invalid());
+    }
+    Ok(Some(key.to_string()))
+}
+
+/// What makes two requests the same: the operation and the body, byte for byte. SHA-1 is
+/// enough: fingerprints are compared only within one account's keys, so a collision could
+/// only confuse that account's own retries.
+pub fn fingerprint(operation: Operation, body: &[u8]) -> String {
+    let mut hasher = Sha1::new();
+    hasher.update(format!("{operation:?}\n").as_bytes());
+    hasher.update(body);
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Runs `operation` once for `key`: claims the key, runs, and records a success as the key's
+/// answer (or gives the key back after a failure); replays the answer of an earlier run.
+pub async fn run_once(
+    store: &dyn IdempotencyStore,
+    account_id: i64,
+    key: &str,
+    fingerprint: &str,
+    now: i64,
+    operation: impl std::future::Future<Output = Result<Response<Bytes>>>,
+) -> Result<Response<Bytes>> {
+    match store
+        .claim_idempotency_key(account_id, key, fingerprint, now)
+        .await?
+    {
+        IdempotencyClaim::Claimed => {}
+        IdempotencyClaim::Answered(answer) => return Ok(replay(&answer)),
+        IdempotencyClaim::InProgress => {
+            return Err(ApiError::StateConflict(
+                "A request with this Idempotency-Key is still being processed; retry it \
+                 in a moment to get its answer."
+                    .into(),
+            ))
+        }
+        IdempotencyClaim::OtherRequest => {
+            return Err(ApiError::Unprocessable(
+                "This Idempotency-Key was used for another request (another operation or \
+                 body) in the last 24 hours; use a new key for a new request."
+                    .into(),
+            ))
+        }
+    }
+    let result = operation.await;
+    let settled = match &result {
+        Ok(response) if response.status().is_success() => {
+            let answer = StoredAnswer {
+                status: response.status().as_u16(),
+                body: String::from_utf8_lossy(response.body()).into_owned(),
+                location: response
+                    .headers()
+                    .get(LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string),
+            };
+            store
+                .answer_idempotency_key(account_id, key, fingerprint, &answer)
+                .await
+        }
+        _ => {
+            store
+                .release_idempotency_key(account_id, key, fingerprint)
+                .await
+        }
+    };
+    if let Err(err) = settled {
+        // The request's own outcome stands; the key may then answer 409 until its lease
+        // ends, and the retry after that runs again.
+        tracing::error!(
+            account_id,
+            error = %crate::error::error_chain(&err),
+            "could not record the outcome of an idempotency key"
+        );
+    }
+    result
+}
+
+fn replay(answer: &StoredAnswer) -> Response<Bytes> {
+    let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let mut response = json_response(status, &body);
+    let headers = response.headers_mut();
+    if let Some(location) = answer
+        .location
+        .as_deref()
+        .and_then(|l| HeaderValue::from_str(l).ok())
+    {
+        headers.insert(LOCATION, location);
+    }
+    headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(HEADER, HeaderValue::from_str(value).expect("value"));
+        headers
+    }
+
+    #[test]
+    fn keys_are_read_for_creates_and_uploads_only_and_checked() {
+        let uuid = "8e03978e-40d5-43e8-bc93-6894a57f9324";
+        for op in [Operation::BusinessCreate, Operation::ImageUpload] {
+            assert_eq!(key_of(&headers(uuid), op).ok().flatten().as_deref(), Some(uuid));
+            assert_eq!(
+                key_of(&headers(&format!("\"{uuid}\"")), op).ok().flatten().as_deref(),
+                Some(uuid),
+                "the structured-field string form"
+            );
+            assert!(key_of(&headers(&"k".repeat(256)), op).is_err());
+            assert!(key_of(&headers("\"\""), op).is_err());
+            assert_eq!(key_of(&HeaderMap::new(), op).ok(), Some(None));
+        }
+        assert_eq!(
+            key_of(&headers(uuid), Operation::BusinessUpdate).ok(),
+            Some(None),
+            "an update is idempotent already"
+        );
+    }
+
+    #[test]
+    fn fingerprints_tell_operations_and_bodies_apart() {
+        let a = fingerprint(Operation::BusinessCreate, b"{\"business_name\": \"A\"}");
+        assert_eq!(a, fingerprint(Operation::BusinessCreate, b"{\"business_name\": \"A\"}"));
+        assert_ne!(a, fingerprint(Operation::BusinessCreate, b"{\"business_name\": \"B\"}"));
+        assert_ne!(a, fingerprint(Operation::ImageUpload, b"{\"business_name\": \"A\"}"));
+    }
+}

@@ -1,0 +1,179 @@
+//! `Idempotency-Key`s: one item per account and key (its own partition, so no key is
+//! hot), written with conditions so that a claim is atomic, and removed by TTL a day after
+//! (`expires_at`; TTL deletes late, so every condition checks the time itself).
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
+
+use super::items::{self, get_s, n, opt_n, opt_s, s, Item, PK};
+use super::{conditional, log_capacity, DynamoStore};
+use crate::error::Result;
+use crate::store::{
+    IdempotencyClaim, IdempotencyStore, StoredAnswer, IDEMPOTENCY_KEY_SECS, IDEMPOTENCY_LEASE_SECS,
+};
+
+/// The attributes of an idempotency item besides its key.
+const FINGERPRINT: &str = "fingerprint";
+const LEASE_UNTIL: &str = "lease_until";
+const EXPIRES_AT: &str = "expires_at";
+const STATUS: &str = "status";
+const BODY: &str = "body";
+const LOCATION: &str = "location";
+
+fn answer_of(item: &Item) -> Result<Option<StoredAnswer>> {
+    let Some(status) = opt_n::<u16>(item, STATUS)? else {
+        return Ok(None);
+    };
+    Ok(Some(StoredAnswer {
+        status,
+        body: opt_s(item, BODY)?.unwrap_or_default(),
+        location: opt_s(item, LOCATION)?,
+    }))
+}
+
+impl DynamoStore {
+    /// A `PutItem` of a fresh claim, written only if the key is unused or expired.
+    async fn put_claim(&self, key: Item, fingerprint: &str, now: i64) -> Result<bool> {
+        let mut item = key;
+        item.insert(FINGERPRINT.into(), s(fingerprint));
+        item.insert(LEASE_UNTIL.into(), n(now + IDEMPOTENCY_LEASE_SECS));
+        item.insert(EXPIRES_AT.into(), n(now + IDEMPOTENCY_KEY_SECS));
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk) OR #e <= :now")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#e", EXPIRES_AT)
+            .expression_attribute_values(":now", n(now))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        let written = conditional("PutItem (idempotency claim)", result)?;
+        if let Some(out) = &written {
+            log_capacity("PutItem", out.consumed_capacity());
+        }
+        Ok(written.is_some())
+    }
+
+    /// Takes over a claim whose lease ended without an answer, if no one else did first.
+    async fn renew_lease(&self, key: Item, lease_until: i64, now: i64) -> Result<bool> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .update_expression("SET #l = :new")
+            .condition_expression("#l = :old AND attribute_not_exists(#st)")
+            .expression_attribute_names("#l", LEASE_UNTIL)
+            .expression_attribute_names("#st", STATUS)
+            .expression_attribute_values(":old", n(lease_until))
+            .expression_attribute_values(":new", n(now + IDEMPOTENCY_LEASE_SECS))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        let renewed = conditional("UpdateItem (idempotency lease)", result)?;
+        if let Some(out) = &renewed {
+            log_capacity("UpdateItem", out.consumed_capacity());
+        }
+        Ok(renewed.is_some())
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for DynamoStore {
+    /// A conditional `PutItem`; when the key is held, a consistent `GetItem` tells by whom,
+    /// and a claim past its lease is taken over with a conditional `UpdateItem`.
+    async fn claim_idempotency_key(
+        &self,
+        account_id: i64,
+        key: &str,
+        fingerprint: &str,
+        now: i64,
+    ) -> Result<IdempotencyClaim> {
+        let item_key = items::idempotency_key(account_id, key);
+        // Twice at most: a held key may expire (or be released) between the put and the read.
+        for _ in 0..2 {
+            if self.put_claim(item_key.clone(), fingerprint, now).await? {
+                return Ok(IdempotencyClaim::Claimed);
+            }
+            let Some(held) = self.get_item(item_key.clone()).await? else {
+                continue;
+            };
+            if get_s(&held, FINGERPRINT)? != fingerprint {
+                return Ok(IdempotencyClaim::OtherRequest);
+            }
+            if let Some(answer) = answer_of(&held)? {
+                return Ok(IdempotencyClaim::Answered(answer));
+            }
+            let lease_until: i64 = opt_n(&held, LEASE_UNTIL)?.unwrap_or(0);
+            if lease_until > now || !self.renew_lease(item_key.clone(), lease_until, now).await? {
+                return Ok(IdempotencyClaim::InProgress);
+            }
+            return Ok(IdempotencyClaim::Claimed);
+        }
+        Ok(IdempotencyClaim::InProgress)
+    }
+
+    async fn answer_idempotency_key(
+        &self,
+        account_id: i64,
+        key: &str,
+        fingerprint: &str,
+        answer: &StoredAnswer,
+    ) -> Result<()> {
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::idempotency_key(account_id, key)))
+            .condition_expression("#fp = :fp AND attribute_not_exists(#st)")
+            .expression_attribute_names("#fp", FINGERPRINT)
+            .expression_attribute_names("#st", STATUS)
+            .expression_attribute_names("#b", BODY)
+            .expression_attribute_values(":fp", s(fingerprint))
+            .expression_attribute_values(":st", n(answer.status))
+            .expression_attribute_values(":b", s(answer.body.clone()))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total);
+        update = match &answer.location {
+            Some(location) => update
+                .update_expression("SET #st = :st, #b = :b, #loc = :loc")
+                .expression_attribute_names("#loc", LOCATION)
+                .expression_attribute_values(":loc", AttributeValue::S(location.clone())),
+            None => update.update_expression("SET #st = :st, #b = :b"),
+        };
+        let result = update.send().await;
+        match conditional("UpdateItem (idempotency answer)", result)? {
+            Some(out) => log_capacity("UpdateItem", out.consumed_capacity()),
+            // Another request took the key over after this one's lease ended; its answer
+            // stands.
+            None => tracing::warn!(account_id, "an idempotency key was taken over before its answer"),
+        }
+        Ok(())
+    }
+
+    async fn release_idempotency_key(
+        &self,
+        account_id: i64,
+        key: &str,
+        fingerprint: &str,
+    ) -> Result<()> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(items::idempotency_key(account_id, key)))
+            .condition_expression("#fp = :fp AND attribute_not_exists(#st)")
+            .expression_attribute_names("#fp", FINGERPRINT)
+            .expression_attribute_names("#st", STATUS)
+            .expression_attribute_values(":fp", s(fingerprint))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        if let Some(out) = conditional("DeleteItem (idempotency release)", result)? {
+            log_capacity("DeleteItem", out.consumed_capacity());
+        }
+        Ok(())
+    }
+}
