@@ -37,10 +37,10 @@ use sitehost::auth::NewKey;
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::{Config, Defaults, RequestBudgets};
 use sitehost::local::client::PartnerClient;
+use sitehost::s3::S3Files;
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::SharedFiles;
 use sitehost::store::{SharedStore, Stores};
-use sitehost::upload::s3::S3Files;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 

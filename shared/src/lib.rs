@@ -13,6 +13,8 @@ pub mod image;
 pub mod local;
 pub mod location;
 pub mod operations;
+#[cfg(feature = "files")]
+pub mod s3;
 pub mod store;
 #[cfg(feature = "images")]
 pub mod upload;

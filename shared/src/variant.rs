@@ -1,8 +1,9 @@
-//! The seam between the common crate and its optional `upload` part (the `images` feature:
-//! pipeline, fetcher, S3): the only module besides `lib.rs` that names a cargo feature.
-//! Each function here answers for both builds, so callers never need a `cfg` of their own.
-//! (`local`, the other feature, is reached only from the `sitehost` command, which always
-//! builds it.) Six of the seven Lambda functions build with neither, which keeps them small.
+//! The seam between the common crate and its optional parts: `files` (the S3 file store,
+//! `s3.rs`) and `images` (which adds `upload`: pipeline, fetcher). The only module besides
+//! `lib.rs` that names a cargo feature. Each function here answers for every build, so
+//! callers never need a `cfg` of their own. (`local`, the other feature, is reached only
+//! from the `sitehost` command, which always builds it.) Six of the eight Lambda functions
+//! build with none, image-delete with `files`, image-upload with `images`.
 
 use std::sync::Arc;
 
@@ -13,21 +14,21 @@ use crate::store::dynamo::DynamoStore;
 use crate::store::files::SharedFiles;
 use crate::store::Stores;
 
-/// The stores of a DynamoDB deployment: the table, and in a build that uploads, the bucket
-/// (`SITEHOST_BUCKET`) as the file store. Builds clients only, no network I/O: fit for a
-/// Lambda cold start.
+/// The stores of a DynamoDB deployment: the table, and in a build with the S3 file store
+/// (uploads, deletes), the bucket (`SITEHOST_BUCKET`) as the file store. Builds clients
+/// only, no network I/O: fit for a Lambda cold start.
 pub async fn dynamodb_stores(config: &Config, table: &str) -> Result<Stores> {
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let records = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), table.to_string())
         .with_id_block(config.id_block);
-    #[cfg(feature = "images")]
+    #[cfg(feature = "files")]
     let files = config.bucket.as_ref().map(|bucket| -> SharedFiles {
-        Arc::new(crate::upload::s3::S3Files::new(
+        Arc::new(crate::s3::S3Files::new(
             aws_sdk_s3::Client::new(&aws),
             bucket.clone(),
         ))
     });
-    #[cfg(not(feature = "images"))]
+    #[cfg(not(feature = "files"))]
     let files = None;
     Ok(Stores {
         records: Arc::new(records),

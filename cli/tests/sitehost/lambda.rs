@@ -1,5 +1,5 @@
 //! The Lambda side of the project as an operator or partner meets it outside AWS:
-//! `sitehost events sign` (re-signs `events/` for now), and the seven real function
+//! `sitehost events sign` (re-signs `events/` for now), and the eight real function
 //! binaries under a Lambda Runtime API (`sitehost lambda invoke`), on moto.
 
 use std::path::{Path, PathBuf};
@@ -278,9 +278,9 @@ fn signing_several_files_writes_them_to_a_directory() {
     }
 }
 
-// ---- The seven function binaries under the Runtime API (`sitehost lambda invoke`) ----
+// ---- The eight function binaries under the Runtime API (`sitehost lambda invoke`) ----
 
-const FUNCTIONS: [&str; 7] = [
+const FUNCTIONS: [&str; 8] = [
     "business-list",
     "business-get",
     "business-create",
@@ -288,6 +288,7 @@ const FUNCTIONS: [&str; 7] = [
     "image-list",
     "image-get",
     "image-upload",
+    "image-delete",
 ];
 
 /// The function binaries, built for the host next to `sitehost` (target/debug). `cargo
@@ -460,11 +461,22 @@ fn cases() -> Vec<Case> {
             status: 200,
             check: |body, _| assert_eq!(body["deleted"], true),
         },
+        // Image 1 and its files go (204, no body); the warm invocation finds it gone (404).
+        Case {
+            function: "image-delete",
+            event: "image-delete.json",
+            status: 204,
+            check: |body, n| {
+                if n == 1 {
+                    assert!(body["error"].is_string(), "{body}");
+                }
+            },
+        },
     ]
 }
 
 #[test]
-fn the_seven_functions_answer_their_events_cold_and_warm() {
+fn the_eight_functions_answer_their_events_cold_and_warm() {
     let (Some(bins), Some(endpoint)) = (function_binaries(), aws_endpoint()) else {
         return;
     };
@@ -567,14 +579,27 @@ fn the_seven_functions_answer_their_events_cold_and_warm() {
         assert_eq!(invocations.len(), 2, "{report}");
         for (n, invocation) in invocations.iter().enumerate() {
             let response = &invocation["response"];
+            // A delete's second (warm) invocation finds the image gone.
+            let status = match (case.status, n) {
+                (204, 1) => 404,
+                (status, _) => status,
+            };
             assert_eq!(
                 response["statusCode"],
-                case.status,
+                status,
                 "{} {} invocation {}: {invocation}",
                 case.function,
                 case.event,
                 n + 1
             );
+            if status == 204 {
+                assert!(
+                    response["body"].as_str().unwrap_or_default().is_empty(),
+                    "{invocation}"
+                );
+                (case.check)(&Value::Null, n);
+                continue;
+            }
             assert_eq!(response["headers"]["content-type"], "application/json");
             let body: Value = serde_json::from_str(response["body"].as_str().expect("body"))
                 .expect("a JSON body");

@@ -307,6 +307,7 @@ impl App {
             Operation::BusinessUpdate => business::update(services, caller, id()?, body).await,
             Operation::ImageList => image::list(services, caller, params).await,
             Operation::ImageGet => image::get(services, caller, id()?).await,
+            Operation::ImageDelete => image::delete(services, caller, id()?).await,
             Operation::ImageUpload => match &services.uploads {
                 Some(uploads) => uploads.upload(services, caller, body).await,
                 None => Err(ApiError::internal(
@@ -320,6 +321,11 @@ impl App {
 }
 
 fn to_response(reply: Reply) -> Response<Bytes> {
+    if reply.status == http::StatusCode::NO_CONTENT {
+        let mut response = Response::new(Bytes::new());
+        *response.status_mut() = reply.status;
+        return response;
+    }
     let mut response = json_response(reply.status, &reply.body);
     if let Some(location) = reply.location {
         set_header(&mut response, LOCATION, &location);

@@ -33,12 +33,17 @@ pub fn from_lambda(req: Request) -> http::Request<Bytes> {
     req
 }
 
-/// The app's response as API Gateway's: text when the body is UTF-8 (every JSON answer),
-/// base64-encoded binary otherwise.
+/// The app's response as API Gateway's: none for an empty body (a 204), text when the body
+/// is UTF-8 (every JSON answer), base64-encoded binary otherwise.
 pub fn to_lambda(response: http::Response<Bytes>) -> Response<Body> {
-    response.map(|body| match String::from_utf8(body.into()) {
-        Ok(text) => Body::Text(text),
-        Err(err) => Body::Binary(err.into_bytes()),
+    response.map(|body| {
+        if body.is_empty() {
+            return Body::Empty;
+        }
+        match String::from_utf8(body.into()) {
+            Ok(text) => Body::Text(text),
+            Err(err) => Body::Binary(err.into_bytes()),
+        }
     })
 }
 

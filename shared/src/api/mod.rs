@@ -95,10 +95,11 @@ pub enum Operation {
     ImageList,
     ImageGet,
     ImageUpload,
+    ImageDelete,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 7] = [
+    pub const ALL: [Operation; 8] = [
         Operation::BusinessList,
         Operation::BusinessGet,
         Operation::BusinessCreate,
@@ -106,13 +107,17 @@ impl Operation {
         Operation::ImageList,
         Operation::ImageGet,
         Operation::ImageUpload,
+        Operation::ImageDelete,
     ];
 
     /// Whether the operation changes state (its nonce is recorded before it runs).
     pub fn writes(self) -> bool {
         matches!(
             self,
-            Operation::BusinessCreate | Operation::BusinessUpdate | Operation::ImageUpload
+            Operation::BusinessCreate
+                | Operation::BusinessUpdate
+                | Operation::ImageUpload
+                | Operation::ImageDelete
         )
     }
 }
@@ -160,7 +165,10 @@ pub fn route(method: &Method, path: &str) -> Result<Route> {
                 (Method::GET, Operation::ImageList),
                 (Method::POST, Operation::ImageUpload),
             ],
-            &[(Method::GET, Operation::ImageGet)],
+            &[
+                (Method::GET, Operation::ImageGet),
+                (Method::DELETE, Operation::ImageDelete),
+            ],
         ),
         _ => return Err(not_found()),
     };
@@ -189,7 +197,7 @@ pub fn route(method: &Method, path: &str) -> Result<Route> {
 /// The `Allow` header value for a path, for 405 answers.
 pub fn allowed_methods(path: &str) -> String {
     let mut methods = Vec::new();
-    for m in [Method::GET, Method::POST, Method::PUT] {
+    for m in [Method::GET, Method::POST, Method::PUT, Method::DELETE] {
         if route(&m, path).is_ok() {
             methods.push(m.to_string());
         }
@@ -248,6 +256,18 @@ mod tests {
             Err(ApiError::Validation(_))
         ));
         assert_eq!(allowed_methods("/api/v2/businesses/"), "GET, POST");
+        assert_eq!(allowed_methods("/api/v2/images/3/"), "GET, DELETE");
+        assert_eq!(
+            route(&Method::DELETE, "/api/v2/images/3").ok(),
+            Some(Route {
+                operation: Operation::ImageDelete,
+                id: Some(3)
+            })
+        );
+        assert!(matches!(
+            route(&Method::DELETE, "/api/v2/images/"),
+            Err(ApiError::MethodNotAllowed(_))
+        ));
     }
 
     #[test]

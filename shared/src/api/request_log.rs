@@ -93,6 +93,7 @@ pub fn operation_name(operation: Option<Operation>) -> &'static str {
         Some(Operation::ImageList) => "image-list",
         Some(Operation::ImageGet) => "image-get",
         Some(Operation::ImageUpload) => "image-upload",
+        Some(Operation::ImageDelete) => "image-delete",
         None => UNROUTED,
     }
 }
@@ -559,7 +560,8 @@ mod tests {
                 "business-update",
                 "image-list",
                 "image-get",
-                "image-upload"
+                "image-upload",
+                "image-delete"
             ]
         );
     }

@@ -1,4 +1,4 @@
-//! The image endpoints.
+//! The image endpoints: list, detail and delete (uploads are `upload::Uploads`).
 
 use super::{Reply, Services};
 use crate::account::Caller;
@@ -82,4 +82,39 @@ pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply>
         .filter(|image| image.visible_to(caller.restrict_sub_id.as_deref()))
         .ok_or_else(|| ApiError::NotFound(format!("no image with id {id}")))?;
     Ok(Reply::ok(image.to_json()))
+}
+
+/// `DELETE /api/v2/images/<id>/`: 204 No Content, as Tastypie answers a delete. The record
+/// goes first (refused with 409 while the image is a business's logo), then its files: a
+/// record never points at a missing file. A file that cannot be removed is logged and left
+/// to `sitehost files sweep`, which removes files whose record is gone; the answer is
+/// still 204, since the image is gone for every client of the API.
+pub async fn delete(services: &Services, caller: &Caller, id: i64) -> Result<Reply> {
+    let image = services
+        .store
+        .delete_image(caller.account_id, id, caller.restrict_sub_id.as_deref())
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no image with id {id}")))?;
+    match &services.files {
+        Some(files) => {
+            let paths = std::iter::once(image.path.clone())
+                .chain(image.variants().map(|(_, path, _)| path));
+            let removals = paths.map(|path| async move {
+                if let Err(err) = files.delete(&path).await {
+                    tracing::warn!(
+                        image_id = id,
+                        path,
+                        error = %crate::error::error_chain(&err),
+                        "a deleted image's file was not removed; the sweeper will"
+                    );
+                }
+            });
+            futures_util::future::join_all(removals).await;
+        }
+        None => tracing::warn!(
+            image_id = id,
+            "no file store here: a deleted image's files are left to the sweeper"
+        ),
+    }
+    Ok(Reply::no_content())
 }

@@ -38,8 +38,8 @@ pub trait ImageUploads: Send + Sync {
     async fn upload(&self, services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply>;
 }
 
-/// An operation's answer: a status, a JSON body, and the new resource's URI for a create.
-/// The HTTP layer turns it into a response.
+/// An operation's answer: a status, a JSON body (none for 204), and the new resource's URI
+/// for a create. The HTTP layer turns it into a response.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
     pub status: StatusCode,
@@ -52,6 +52,15 @@ impl Reply {
         Reply {
             status: StatusCode::OK,
             body,
+            location: None,
+        }
+    }
+
+    /// 204: done, nothing to say (a delete). The HTTP layer sends no body.
+    pub fn no_content() -> Self {
+        Reply {
+            status: StatusCode::NO_CONTENT,
+            body: Value::Null,
             location: None,
         }
     }

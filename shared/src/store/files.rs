@@ -1,4 +1,4 @@
-//! File storage for uploads: S3 in production (`upload::s3`), a directory under the data
+//! File storage for uploads: S3 in production (`s3`), a directory under the data
 //! directory for `sitehost serve` (`local::files`), which also serves these files as the
 //! local frontend host.
 

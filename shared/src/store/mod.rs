@@ -109,6 +109,19 @@ pub trait ImageStore: Send + Sync {
     /// id, so a `create_image` of it still in flight fails and none is ever written, and
     /// returns `None`. After `None` the id's files may be removed.
     async fn settle_image(&self, id: i64) -> Result<Option<Image>>;
+    /// Deletes the image record, its list entries and its counts in one transaction, and
+    /// returns it, so the caller can remove its files after it (a record never points at a
+    /// missing file; files left behind are orphans for `sitehost files sweep`). `None` when
+    /// the account has no such image, or `restrict_sub_id` hides it. Refused with
+    /// `StateConflict` (`rules::image_is_logo`) while any business has it as its logo,
+    /// atomically with business writes that set a logo. The id stays barred, as after
+    /// `settle_image`: it is never recorded again.
+    async fn delete_image(
+        &self,
+        account_id: i64,
+        id: i64,
+        restrict_sub_id: Option<&str>,
+    ) -> Result<Option<Image>>;
 }
 
 /// How long a request budget's window lasts: budgets count per fixed minute, aligned to

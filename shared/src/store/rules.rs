@@ -21,6 +21,25 @@ pub fn no_such_business(business_id: i64) -> ApiError {
     }
 }
 
+/// An image that a business has as its logo cannot be deleted (409). The business is
+/// named by id and name when the caller may see it; one of another sub id (its logo set by
+/// an unrestricted key) is not named to a sub-restricted key.
+pub fn image_is_logo(
+    image_id: i64,
+    business: &Business,
+    restrict_sub_id: Option<&str>,
+) -> ApiError {
+    let which = if business.visible_to(restrict_sub_id) {
+        format!("business {} ({:?})", business.id, business.business_name)
+    } else {
+        "a business of another sub id".to_string()
+    };
+    ApiError::StateConflict(format!(
+        "Image {image_id} is the logo of {which}; give that business another logo (or none) \
+         before deleting the image."
+    ))
+}
+
 /// The logo an update must check: only a new one. A client writing back the object it
 /// read keeps a logo it may not see (set by an unrestricted key).
 pub fn new_logo(before: &Business, after: &Business) -> Option<i64> {

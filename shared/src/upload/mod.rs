@@ -33,7 +33,6 @@ use slots::UploadSlots;
 
 pub mod fetch;
 pub mod pipeline;
-pub mod s3;
 pub mod slots;
 pub mod sweep;
 

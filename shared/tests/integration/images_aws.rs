@@ -15,10 +15,10 @@ use sitehost::config::Config;
 use sitehost::error::ApiError;
 use sitehost::image::ImageQuery;
 use sitehost::local::client::PartnerClient;
+use sitehost::s3::S3Files;
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{SharedFiles, CACHE_CONTROL};
 use sitehost::store::{SharedStore, Stores};
-use sitehost::upload::s3::S3Files;
 use support::media::{b64, file_server, jpeg, png, FailingFiles};
 
 struct Aws {

@@ -22,6 +22,7 @@ use sitehost::config::Config;
 use sitehost::error::{ApiError, Result};
 use sitehost::image::{variant_path, Image, ImageQuery, NewImage, VARIANTS};
 use sitehost::local::client::{PartnerClient, Reply};
+use sitehost::s3::S3Files;
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{FileStore, SharedFiles};
 use sitehost::store::{
@@ -29,7 +30,6 @@ use sitehost::store::{
     ImageStore, KeyStore, Page, SharedStore, StoredAnswer, Stores,
 };
 use sitehost::upload::original_path;
-use sitehost::upload::s3::S3Files;
 use sitehost::upload::sweep::{sweep, SweepOptions, SweepReport};
 use support::media::{b64, png, stored_files};
 
@@ -388,6 +388,9 @@ impl ImageStore for FaultyImages {
             return Err(timeout());
         }
         self.inner.settle_image(id).await
+    }
+    async fn delete_image(&self, a: i64, id: i64, restrict: Option<&str>) -> Result<Option<Image>> {
+        self.inner.delete_image(a, id, restrict).await
     }
 }
 

@@ -10,11 +10,12 @@
 //!   generated origin-verify secret that the functions compare;
 //! - each function's IAM policy allows exactly the DynamoDB calls and partition keys it uses
 //!   (read-only functions write only nonces and budgets; only the CLI reads the key
-//!   listing), and S3 writes only under `img/upload/`;
+//!   listing), and S3 writes only under `img/upload/` (puts by image-upload, deletes by it
+//!   and image-delete);
 //! - files get `X-Content-Type-Options: nosniff`, a custom domain TLS 1.2 at least, and
 //!   image-upload reserved concurrency;
-//! - every route of the HTTP API has the throttling of its group (reads, business writes,
-//!   uploads, and the stage default for `$default`), each a parameter with its sized default;
+//! - every route of the HTTP API has the throttling of its group (reads, business writes and
+//!   image deletes, uploads, and the stage default for `$default`), each a parameter with its sized default;
 //! - the optional per-IP WAF rate limit exists only when asked for in us-east-1, is attached
 //!   to the distribution only then (or an existing ACL given by ARN), and counts unsigned
 //!   `/api/` requests per source IP only.
@@ -41,7 +42,7 @@ const SET_FOR_ALL: &[&str] = &[
 ];
 
 /// Needed by some functions only (function directory names).
-const SET_FOR: &[(&str, &[&str])] = &[("SITEHOST_BUCKET", &["image-upload"])];
+const SET_FOR: &[(&str, &[&str])] = &[("SITEHOST_BUCKET", &["image-upload", "image-delete"])];
 
 /// Optional: unset, the code's default applies. docs/deploy.md lists each with its default.
 const OPTIONAL: &[&str] = &[
@@ -603,7 +604,8 @@ const ALLOWED: &[(&str, &[Grants])] = &[
                 ("dynamodb:UpdateItem", "SEQ#location"),
                 ("dynamodb:UpdateItem", "A#*#BC#*"),
                 ("dynamodb:UpdateItem", "H#*"),
-                ("dynamodb:ConditionCheckItem", "IMAGE#*"),
+                // The logo's mark (`ADD logo_of`, on its ownership condition).
+                ("dynamodb:UpdateItem", "IMAGE#*"),
             ],
         ],
     ),
@@ -623,7 +625,8 @@ const ALLOWED: &[(&str, &[Grants])] = &[
                 ("dynamodb:DeleteItem", "H#*"),
                 ("dynamodb:UpdateItem", "A#*#BC#*"),
                 ("dynamodb:UpdateItem", "H#*"),
-                ("dynamodb:ConditionCheckItem", "IMAGE#*"),
+                // The new logo's mark and the old one's removal.
+                ("dynamodb:UpdateItem", "IMAGE#*"),
             ],
         ],
     ),
@@ -659,6 +662,23 @@ const ALLOWED: &[(&str, &[Grants])] = &[
                 ("dynamodb:UpdateItem", "A#*#IC#*"),
                 ("dynamodb:UpdateItem", "H#*"),
                 ("dynamodb:ConditionCheckItem", "BUSINESS#*"),
+            ],
+        ],
+    ),
+    (
+        "image-delete",
+        &[
+            AUTHENTICATION,
+            &[
+                // The image (scopes, logo marks); the business named in a 409.
+                ("dynamodb:GetItem", "IMAGE#*"),
+                ("dynamodb:GetItem", "BUSINESS#*"),
+                // The barred item over the record, the entries and one lane per scope.
+                ("dynamodb:PutItem", "IMAGE#*"),
+                ("dynamodb:DeleteItem", "A#*#I#*"),
+                ("dynamodb:DeleteItem", "H#*"),
+                ("dynamodb:UpdateItem", "A#*#IC#*"),
+                ("dynamodb:UpdateItem", "H#*"),
             ],
         ],
     ),
@@ -811,7 +831,7 @@ fn each_function_may_touch_only_the_items_it_uses() {
 }
 
 #[test]
-fn only_image_upload_touches_the_bucket_and_only_its_upload_prefix() {
+fn only_image_upload_and_delete_touch_the_bucket_and_only_its_upload_prefix() {
     let template = template();
     for function in functions(&template) {
         for statement in function.statements() {
@@ -825,14 +845,15 @@ fn only_image_upload_touches_the_bucket_and_only_its_upload_prefix() {
                 if !action.starts_with("s3:") {
                     continue;
                 }
-                assert_eq!(
-                    operation_for_dir(&function.dir),
-                    Operation::ImageUpload,
-                    "{}: only image-upload touches the bucket",
-                    function.logical_id
-                );
+                // image-upload writes files (and removes them when its record fails);
+                // image-delete only removes them.
+                let allowed: &[&str] = match operation_for_dir(&function.dir) {
+                    Operation::ImageUpload => &["s3:PutObject", "s3:DeleteObject"],
+                    Operation::ImageDelete => &["s3:DeleteObject"],
+                    _ => &[],
+                };
                 assert!(
-                    ["s3:PutObject", "s3:DeleteObject"].contains(&action.as_str()),
+                    allowed.contains(&action.as_str()),
                     "{}: {sid} grants {action}",
                     function.logical_id
                 );
@@ -1736,7 +1757,7 @@ fn throttle_group(operation: Operation) -> &'static str {
         | Operation::BusinessGet
         | Operation::ImageList
         | Operation::ImageGet => "Read",
-        Operation::BusinessCreate | Operation::BusinessUpdate => "Write",
+        Operation::BusinessCreate | Operation::BusinessUpdate | Operation::ImageDelete => "Write",
         Operation::ImageUpload => "Upload",
     }
 }

@@ -169,4 +169,49 @@ impl ImageStore for SqliteStore {
             Ok(None)
         })
     }
+
+    /// One write transaction (writes are serialized, so no business can take the image as
+    /// its logo between the check and the delete): the logo check, the row, its counters,
+    /// and the id barred like a settled one.
+    async fn delete_image(
+        &self,
+        account_id: i64,
+        id: i64,
+        restrict_sub_id: Option<&str>,
+    ) -> Result<Option<Image>> {
+        self.write(|tx| {
+            let Some(image) = fetch_image(tx, id)
+                .map_err(db_error)?
+                .filter(|image| image.account_id == account_id)
+                .filter(|image| image.visible_to(restrict_sub_id))
+            else {
+                return Ok(None);
+            };
+            let logo_of: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT id FROM businesses WHERE logo_image_id = ?1 AND account_id = ?2
+                     ORDER BY id LIMIT 1",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![id, account_id], |row| row.get(0))
+                        .optional()
+                })
+                .map_err(db_error)?;
+            if let Some(business_id) = logo_of {
+                let business = fetch_business(tx, account_id, business_id)
+                    .map_err(db_error)?
+                    .ok_or_else(|| ApiError::internal("the logo's business vanished"))?;
+                return Err(rules::image_is_logo(id, &business, restrict_sub_id));
+            }
+            tx.execute("DELETE FROM images WHERE id = ?1", params![id])
+                .map_err(db_error)?;
+            tx.execute(
+                "INSERT OR IGNORE INTO barred_image_ids (id) VALUES (?1)",
+                params![id],
+            )
+            .map_err(db_error)?;
+            add_to_counters(tx, account_id, KIND, scope::image_scopes(&image), -1)?;
+            Ok(Some(image))
+        })
+    }
 }

@@ -37,6 +37,8 @@ CREATE INDEX IF NOT EXISTS businesses_by_state ON businesses (account_id, delete
 CREATE INDEX IF NOT EXISTS businesses_by_sub ON businesses (account_id, partner_sub_id, deleted, id);
 CREATE INDEX IF NOT EXISTS businesses_by_day ON businesses (account_id, added_date, id);
 CREATE INDEX IF NOT EXISTS businesses_by_partner_id ON businesses (account_id, partner_business_id, id);
+-- `delete_image` finds the businesses that have the image as their logo.
+CREATE INDEX IF NOT EXISTS businesses_by_logo ON businesses (logo_image_id);
 CREATE TABLE IF NOT EXISTS images (
     id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL, path TEXT NOT NULL UNIQUE,
     mimetype TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,

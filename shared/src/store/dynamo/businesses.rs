@@ -97,7 +97,7 @@ impl BusinessStore for DynamoStore {
         let actions = || {
             let mut actions = Vec::with_capacity(2 + 2 * scopes.len());
             if let Some(logo) = logo {
-                actions.push(self.check_owner(items::image_key(logo), account_id)?);
+                actions.push(self.mark_logo(logo, account_id, None, id)?);
             }
             actions.push(self.put_new(items::business_item(business, 1))?);
             if with_details {
@@ -171,7 +171,11 @@ impl BusinessStore for DynamoStore {
 
             let change = ScopeChange::between(&before_scopes, &after_scopes);
             let logo = new_logo(before, business);
-            // The logo check goes last, so its index is the number of other actions.
+            // The logo it no longer has loses this business's mark (delete_image checks it).
+            let old_logo = before
+                .logo_image_id
+                .filter(|&old| business.logo_image_id != Some(old));
+            // The logo mark goes last, so its index is the number of other actions.
             let mut logo_index = 0;
             // Each attempt draws its counter lane afresh (spread.rs); the entries stay in
             // the shard of the id.
@@ -213,12 +217,16 @@ impl BusinessStore for DynamoStore {
                         actions.push(self.add(counter(scope), 1)?);
                     }
                 }
+                if let Some(old) = old_logo {
+                    actions.push(self.unmark_logo(old, id)?);
+                }
                 logo_index = actions.len();
                 if let Some(logo) = logo {
-                    actions.push(self.check_owner_and_sub(
-                        items::image_key(logo),
+                    actions.push(self.mark_logo(
+                        logo,
                         account_id,
                         restrict_sub_id.map(Some),
+                        id,
                     )?);
                 }
                 Ok(actions)

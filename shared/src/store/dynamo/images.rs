@@ -3,12 +3,15 @@
 use async_trait::async_trait;
 
 use super::items::{self, Kind, Seq};
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+
 use super::{
-    backoff, busy, conditional, spread, DynamoStore, NewEntries, ScopeList, TxOutcome, MAX_ATTEMPTS,
+    backoff, build_error, busy, conditional, spread, DynamoStore, NewEntries, ScopeList, TxOutcome,
+    MAX_ATTEMPTS,
 };
 use crate::error::{ApiError, Result};
 use crate::image::{Image, ImageQuery, NewImage};
-use crate::store::rules::no_such_business;
+use crate::store::rules::{image_is_logo, no_such_business};
 use crate::store::scope;
 use crate::store::{ImageStore, Page};
 
@@ -134,5 +137,123 @@ impl ImageStore for DynamoStore {
             return Ok(None);
         }
         self.find_image_any_account(id).await
+    }
+
+    /// A consistent read of the image (its scopes and logo marks), then one transaction:
+    /// the record replaced by the barred item on the condition that it is still this
+    /// account's and unmarked, its entries deleted and one counter lane of each scope
+    /// decremented. A failed condition (a business took it as its logo, or another delete
+    /// won since the read) reads again.
+    async fn delete_image(
+        &self,
+        account_id: i64,
+        id: i64,
+        restrict_sub_id: Option<&str>,
+    ) -> Result<Option<Image>> {
+        for attempt in 1..=MAX_ATTEMPTS {
+            let Some(item) = self.get_item(items::image_key(id)).await? else {
+                return Ok(None);
+            };
+            let Some(image) = items::image_record(&item)? else {
+                return Ok(None);
+            };
+            // An image's account and sub id never change, so this part of the read cannot
+            // go stale.
+            if image.account_id != account_id || !image.visible_to(restrict_sub_id) {
+                return Ok(None);
+            }
+            if let Some(business) = first_logo_of(&item)? {
+                return Err(self.logo_conflict(id, business, restrict_sub_id).await);
+            }
+            let scopes = scope::image_scopes(&image);
+            let actions = || {
+                let lane = spread::random_lane();
+                let mut actions = vec![self.bar_unmarked_image(id, account_id)?];
+                for scope in &scopes {
+                    actions.push(self.delete(items::entry_key(
+                        Kind::Image,
+                        account_id,
+                        scope,
+                        id,
+                    ))?);
+                    actions.push(
+                        self.add(items::counter_key(Kind::Image, account_id, scope, lane), -1)?,
+                    );
+                }
+                Ok(actions)
+            };
+            match self.transact("delete image", MAX_ATTEMPTS, actions).await? {
+                TxOutcome::Committed => return Ok(Some(image)),
+                TxOutcome::Busy(_) => return Err(busy("delete image")),
+                TxOutcome::Cancelled(codes) if TxOutcome::failed_condition(&codes, 0) => {
+                    tracing::debug!(
+                        id,
+                        attempt,
+                        "image changed since it was read; reading again"
+                    );
+                    backoff(attempt, self.stretch).await;
+                }
+                TxOutcome::Cancelled(codes) => {
+                    return Err(ApiError::internal(format!(
+                        "dynamodb delete image cancelled: {codes:?}"
+                    )))
+                }
+            }
+        }
+        Err(busy("delete image"))
+    }
+}
+
+/// The smallest business id among an image item's logo marks.
+fn first_logo_of(item: &items::Item) -> Result<Option<i64>> {
+    let Some(value) = item.get(items::LOGO_OF) else {
+        return Ok(None);
+    };
+    let ids = value
+        .as_ns()
+        .map_err(|_| ApiError::internal(format!("{} is not a number set", items::LOGO_OF)))?;
+    let mut first = None;
+    for id in ids {
+        let id: i64 = id
+            .parse()
+            .map_err(|_| ApiError::internal(format!("{} holds {id:?}", items::LOGO_OF)))?;
+        first = Some(first.map_or(id, |f: i64| f.min(id)));
+    }
+    Ok(first)
+}
+
+impl DynamoStore {
+    /// The `Put` of the barred item over an image record that is `account_id`'s and is no
+    /// business's logo.
+    fn bar_unmarked_image(&self, id: i64, account_id: i64) -> Result<TransactWriteItem> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(items::barred_image_item(id)))
+            .condition_expression("#a = :a AND attribute_not_exists(#l)")
+            .expression_attribute_names("#a", "account_id")
+            .expression_attribute_names("#l", items::LOGO_OF)
+            .expression_attribute_values(":a", items::n(account_id))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// The 409 of an image that `business` has as its logo, naming the business.
+    async fn logo_conflict(
+        &self,
+        id: i64,
+        business: i64,
+        restrict_sub_id: Option<&str>,
+    ) -> ApiError {
+        match self.get_item(items::business_key(business)).await {
+            Ok(Some(item)) => match items::business_from(&item) {
+                Ok((found, _)) => image_is_logo(id, &found, restrict_sub_id),
+                Err(err) => err,
+            },
+            Ok(None) => ApiError::internal(format!(
+                "image {id} is marked as the logo of business {business}, which does not exist"
+            )),
+            Err(err) => err,
+        }
     }
 }

@@ -401,7 +401,13 @@ pub fn image_from(item: &Item) -> Result<Image> {
     })
 }
 
-/// Marks an `IMAGE#` item that stands for an id settled as never recorded.
+/// On an image item: the ids of the businesses that have the image as their logo (a
+/// number set, absent when none). Business writes keep it; `delete_image` refuses while
+/// it is there. Never part of the `Image` itself.
+pub const LOGO_OF: &str = "logo_of";
+
+/// Marks an `IMAGE#` item that stands for an id settled as never recorded, or for a deleted
+/// image.
 pub const BARRED: &str = "barred";
 
 /// The item that bars an image id (`settle_image`): it takes the record's key, so the

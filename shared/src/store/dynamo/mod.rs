@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    ConditionCheck, ConsumedCapacity, Delete, KeysAndAttributes, Put, ReturnConsumedCapacity,
-    ReturnValue, TransactWriteItem, Update,
+    ConsumedCapacity, Delete, KeysAndAttributes, Put, ReturnConsumedCapacity, ReturnValue,
+    TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use futures_util::future::try_join_all;
@@ -182,6 +182,11 @@ fn log_capacity(operation: &'static str, capacity: Option<&ConsumedCapacity>) {
             "dynamodb consumed capacity"
         );
     }
+}
+
+/// The number set `{business}` of a logo mark.
+fn logo_set(business: i64) -> aws_sdk_dynamodb::types::AttributeValue {
+    aws_sdk_dynamodb::types::AttributeValue::Ns(vec![business.to_string()])
 }
 
 /// Full-jitter exponential backoff: attempt `n` waits up to 10·2ⁿ ms (at most 640 ms),
@@ -468,47 +473,60 @@ impl DynamoStore {
         Ok(TransactWriteItem::builder().update(update).build())
     }
 
-    /// A check that a record exists and belongs to an account.
-    fn check_owner(&self, key: Item, account_id: i64) -> Result<TransactWriteItem> {
-        let check = ConditionCheck::builder()
-            .table_name(&self.table)
-            .set_key(Some(key))
-            .condition_expression("#a = :a")
-            .expression_attribute_names("#a", "account_id")
-            .expression_attribute_values(":a", n(account_id))
-            .build()
-            .map_err(build_error)?;
-        Ok(TransactWriteItem::builder().condition_check(check).build())
-    }
-
-    /// `check_owner` plus a condition on the record's `partner_sub_id`: `Some(Some(s))`
-    /// asks for sub id `s`, `Some(None)` for none, `None` for anything.
-    fn check_owner_and_sub(
+    /// Marks an image as the logo of `business` (`ADD logo_of :b`, a number set), on the
+    /// condition that the image exists in the account and, with `sub`, has that sub id:
+    /// `Some(Some(s))` asks for sub id `s`, `Some(None)` for none, `None` for any. The mark
+    /// is what `delete_image` refuses on, and both write the image item, so a delete and a
+    /// business write that sets the logo never both succeed (DynamoDB serializes
+    /// transactions on one item).
+    fn mark_logo(
         &self,
-        key: Item,
+        image: i64,
         account_id: i64,
         sub: Option<Option<&str>>,
+        business: i64,
     ) -> Result<TransactWriteItem> {
-        let check = ConditionCheck::builder()
+        let update = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(key))
+            .set_key(Some(items::image_key(image)))
+            .update_expression("ADD #l :b")
+            .expression_attribute_names("#l", items::LOGO_OF)
+            .expression_attribute_values(":b", logo_set(business))
             .expression_attribute_names("#a", "account_id")
             .expression_attribute_values(":a", n(account_id));
-        let check = match sub {
-            None => check.condition_expression("#a = :a"),
+        let update = match sub {
+            None => update.condition_expression("#a = :a"),
             Some(sub) => {
-                let check = check.expression_attribute_names("#s", "partner_sub_id");
+                let update = update.expression_attribute_names("#s", "partner_sub_id");
                 match sub {
-                    Some(sub) => check
+                    Some(sub) => update
                         .condition_expression("#a = :a AND #s = :s")
                         .expression_attribute_values(":s", s(sub)),
-                    None => check.condition_expression("#a = :a AND attribute_not_exists(#s)"),
+                    None => update.condition_expression("#a = :a AND attribute_not_exists(#s)"),
                 }
             }
         };
         Ok(TransactWriteItem::builder()
-            .condition_check(check.build().map_err(build_error)?)
+            .update(update.build().map_err(build_error)?)
             .build())
+    }
+
+    /// Takes `business` off an image's logo marks (`DELETE logo_of :b`; the attribute goes
+    /// with its last element). The image item exists: a marked image cannot be deleted, and
+    /// a deleted one leaves its barred item; the condition keeps a stray update from ever
+    /// creating an item.
+    fn unmark_logo(&self, image: i64, business: i64) -> Result<TransactWriteItem> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(items::image_key(image)))
+            .update_expression("DELETE #l :b")
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#l", items::LOGO_OF)
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_values(":b", logo_set(business))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
     }
 
     /// The `Put` and counter `ADD`s of a new record's list entries, one per scope, on the

@@ -11,6 +11,7 @@ mod businesses;
 mod concurrency;
 mod fixtures;
 mod idempotency;
+mod image_deletes;
 mod images;
 mod keys_and_nonces;
 mod listing;
@@ -220,6 +221,9 @@ macro_rules! contract {
                 images::image_sub_ids,
                 images::image_logos_and_sub_ids,
                 images::image_ids_allocated_and_settled,
+                image_deletes::image_deletes,
+                image_deletes::image_logos_refuse_deletes,
+                image_deletes::concurrent_logo_and_delete,
                 concurrency::concurrent_creates,
                 concurrency::concurrent_patches,
                 concurrency::concurrent_deletes_restores_and_renames,
@@ -267,6 +271,7 @@ mod on_double {
         concurrency::concurrent_creates,
         concurrency::concurrent_patches,
         concurrency::concurrent_deletes_restores_and_renames,
+        image_deletes::concurrent_logo_and_delete,
         budgets::concurrent_budget_draws,
         idempotency::concurrent_idempotency_claims,
         budgets::large_budgets_admit_exactly_their_limit,

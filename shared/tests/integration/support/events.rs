@@ -117,6 +117,8 @@ pub fn assert_fixture_answer(operation: Operation, body: &Value, headers: &Heade
         Operation::BusinessUpdate => assert_eq!(body["deleted"], true),
         Operation::ImageList => assert_eq!(body["meta"]["total_count"], 1),
         Operation::ImageGet => assert_eq!(body["image"], "img/upload/existing-abc.png"),
+        // 204 No Content.
+        Operation::ImageDelete => assert_eq!(body, &Value::Null),
         Operation::ImageUpload => {
             assert_eq!(
                 (body["width"].as_u64(), body["height"].as_u64()),

@@ -1,4 +1,6 @@
-//! Upload files in S3, served publicly through the CloudFront frontend host.
+//! Upload files in S3, served publicly through the CloudFront frontend host: the file store
+//! of a deployment (the `files` feature, which `images` includes). Uploads write them; a
+//! delete removes them.
 
 use anyhow::Context;
 use async_trait::async_trait;
