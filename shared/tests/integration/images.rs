@@ -451,3 +451,131 @@ async fn a_failed_record_write_that_cannot_be_checked_keeps_the_files() {
         stored_files(dir.path())
     );
 }
+
+/// `DELETE /api/v2/images/<id>/` through `sitehost serve`: 204 and no body; the record, its
+/// place in lists and counts, and every file go (the paths answer 404); a second delete,
+/// another account's key and a logo are refused as documented.
+#[tokio::test]
+async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
+    let server = start(Vec::new()).await;
+    let upload =
+        |name: &str| json!({"upload": {"name": name, "file": b64(&png(400, 300))}, "site_id": 7});
+    let mut ids = Vec::new();
+    for name in ["gone.png", "logo.png"] {
+        let reply = server
+            .client
+            .post("/api/v2/images/", &upload(name))
+            .await
+            .expect("upload");
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        ids.push((reply.body["id"].as_i64().expect("id"), reply.body.clone()));
+    }
+    let (gone, gone_body) = &ids[0];
+    let (logo, _) = &ids[1];
+    let files_before = stored_files(server.dir.path());
+    assert_eq!(files_before.len(), 12, "{files_before:?}");
+
+    // Another account's key: 404, and the image stays.
+    let other = server.store.ensure_account("other").await.expect("account");
+    let other_key = server
+        .store
+        .create_key(NewKey::generate(other.id, None, None, SystemClock.now()))
+        .await
+        .expect("key");
+    let stranger = PartnerClient::new(&server.base, &other_key.key, &other_key.secret);
+    let path = format!("/api/v2/images/{gone}/");
+    let refused = stranger.send("DELETE", &path, None).await.expect("delete");
+    assert_eq!(refused.status, 404, "{}", refused.body);
+    assert_eq!(stored_files(server.dir.path()), files_before);
+
+    let deleted = server
+        .client
+        .send("DELETE", &path, None)
+        .await
+        .expect("delete");
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    assert_eq!(deleted.body, Value::Null);
+    assert!(deleted.headers.get("content-type").is_none());
+    let get = server.client.get(&path).await.expect("get");
+    assert_eq!(get.status, 404);
+    let list = server
+        .client
+        .get("/api/v2/images/?site_id=7")
+        .await
+        .expect("list");
+    assert_eq!(list.body["meta"]["total_count"], 1);
+    assert_eq!(list.body["objects"][0]["id"], *logo);
+    // Its six files are gone from the data directory and from the local frontend host.
+    let left = stored_files(server.dir.path());
+    assert_eq!(left.len(), 6, "{left:?}");
+    assert!(
+        left.iter().all(|f| !f.contains(&format!("--{gone}."))),
+        "{left:?}"
+    );
+    let http = reqwest::Client::new();
+    let original = gone_body["image"].as_str().expect("path");
+    let variants = gone_body["sizes"].as_object().expect("sizes");
+    for file in variants
+        .values()
+        .filter_map(Value::as_str)
+        .chain([original])
+    {
+        let status = http
+            .get(format!("{}/{file}", server.base))
+            .send()
+            .await
+            .expect("get")
+            .status();
+        assert_eq!(status, 404, "{file}");
+    }
+    // Twice: 404. Without the trailing slash: the same route.
+    let again = server
+        .client
+        .send("DELETE", &format!("/api/v2/images/{gone}"), None)
+        .await
+        .expect("delete");
+    assert_eq!(again.status, 404);
+
+    // A logo: 409 naming the business, and the image and its files stay.
+    let business = server
+        .client
+        .post(
+            "/api/v2/businesses/",
+            &json!({"business_name": "Harbour Cafe", "logo_image_id": logo}),
+        )
+        .await
+        .expect("create");
+    assert_eq!(business.status, 201, "{}", business.body);
+    let logo_path = format!("/api/v2/images/{logo}/");
+    let conflict = server
+        .client
+        .send("DELETE", &logo_path, None)
+        .await
+        .expect("delete");
+    assert_eq!(conflict.status, 409, "{}", conflict.body);
+    let message = conflict.body["error"].as_str().expect("message");
+    assert!(
+        message.contains(&format!("business {} ", business.body["id"]))
+            && message.contains("Harbour Cafe"),
+        "{message}"
+    );
+    assert_eq!(stored_files(server.dir.path()), left);
+    // Once the business has no logo, the image can go.
+    let id = business.body["id"].as_i64().expect("id");
+    let cleared = server
+        .client
+        .put(
+            &format!("/api/v2/businesses/{id}/"),
+            &json!({"id": id, "logo_image_id": null}),
+        )
+        .await
+        .expect("update");
+    assert_eq!(cleared.status, 200, "{}", cleared.body);
+    let deleted = server
+        .client
+        .send("DELETE", &logo_path, None)
+        .await
+        .expect("delete");
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    assert_eq!(stored_files(server.dir.path()), Vec::<String>::new());
+}

@@ -373,6 +373,30 @@ fn stated_figures() -> Vec<String> {
             format!("{side}px"),
         ]);
     }
+    // How long caches may keep a file (store/files.rs), as the image delete states it.
+    figures.push(format!(
+        "`Cache-Control: {}`",
+        sitehost::store::files::CACHE_CONTROL
+    ));
+    // The image delete's 409 example is what the store answers (store/rules.rs).
+    let shop = sitehost::business::Business {
+        id: 1,
+        account_id: 1,
+        business_name: "Harbour Cafe".into(),
+        slug: "harbour-cafe".into(),
+        deleted: false,
+        partner_business_id: None,
+        partner_sub_id: None,
+        category_id: None,
+        logo_image_id: Some(26),
+        user_id: 1,
+        added: 0,
+        modified: 0,
+    };
+    match sitehost::store::rules::image_is_logo(26, &shop, None) {
+        sitehost::ApiError::StateConflict(message) => figures.push(message),
+        other => panic!("{other:?}"),
+    }
     // The 413 example is what the upload route answers with the default limits.
     let config = sitehost::config::Config::embedded(std::path::PathBuf::from("unused"));
     match sitehost::api::app::body_too_large_for(&config, Operation::ImageUpload) {

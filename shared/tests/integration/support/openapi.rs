@@ -127,6 +127,14 @@ fn check_against(location: &str, response: &Value, headers: &HeaderMap, body: &V
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
+    // A response documented without content (a 204): no body and no content type.
+    if response.get("content").is_none() {
+        assert!(
+            content_type.is_empty() && body.is_null(),
+            "{what}: {location} documents no body, got '{content_type}' {body}"
+        );
+        return;
+    }
     let schema = response["content"]["application/json"]
         .get("schema")
         .unwrap_or_else(|| panic!("{what}: {location} documents no application/json body"));
