@@ -183,7 +183,7 @@ impl ToSrgb {
             } else {
                 probe.push(g);
             }
-            if channels % 2 == 0 {
+            if channels.is_multiple_of(2) {
                 probe.push(255);
             }
         };
