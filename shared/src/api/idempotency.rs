@@ -166,9 +166,15 @@ mod tests {
     fn keys_are_read_for_creates_and_uploads_only_and_checked() {
         let uuid = "8e03978e-40d5-43e8-bc93-6894a57f9324";
         for op in [Operation::BusinessCreate, Operation::ImageUpload] {
-            assert_eq!(key_of(&headers(uuid), op).ok().flatten().as_deref(), Some(uuid));
             assert_eq!(
-                key_of(&headers(&format!("\"{uuid}\"")), op).ok().flatten().as_deref(),
+                key_of(&headers(uuid), op).ok().flatten().as_deref(),
+                Some(uuid)
+            );
+            assert_eq!(
+                key_of(&headers(&format!("\"{uuid}\"")), op)
+                    .ok()
+                    .flatten()
+                    .as_deref(),
                 Some(uuid),
                 "the structured-field string form"
             );
@@ -186,8 +192,17 @@ mod tests {
     #[test]
     fn fingerprints_tell_operations_and_bodies_apart() {
         let a = fingerprint(Operation::BusinessCreate, b"{\"business_name\": \"A\"}");
-        assert_eq!(a, fingerprint(Operation::BusinessCreate, b"{\"business_name\": \"A\"}"));
-        assert_ne!(a, fingerprint(Operation::BusinessCreate, b"{\"business_name\": \"B\"}"));
-        assert_ne!(a, fingerprint(Operation::ImageUpload, b"{\"business_name\": \"A\"}"));
+        assert_eq!(
+            a,
+            fingerprint(Operation::BusinessCreate, b"{\"business_name\": \"A\"}")
+        );
+        assert_ne!(
+            a,
+            fingerprint(Operation::BusinessCreate, b"{\"business_name\": \"B\"}")
+        );
+        assert_ne!(
+            a,
+            fingerprint(Operation::ImageUpload, b"{\"business_name\": \"A\"}")
+        );
     }
 }

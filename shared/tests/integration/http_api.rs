@@ -1674,7 +1674,10 @@ async fn idempotency_keys_make_retries_safe() {
     let client = server.client("agency", None).await;
     let path = "/api/v2/businesses/";
     let body = json!({"business_name": "Once"});
-    let first = client.post_once(path, &body, "key-1").await.expect("create");
+    let first = client
+        .post_once(path, &body, "key-1")
+        .await
+        .expect("create");
     assert_eq!(first.status, 201, "{}", first.body);
     let again = client.post_once(path, &body, "key-1").await.expect("retry");
     assert_eq!(again.status, 201);
@@ -1684,7 +1687,10 @@ async fn idempotency_keys_make_retries_safe() {
     assert!(first.headers.get("idempotent-replayed").is_none());
 
     let other_body = json!({"business_name": "Twice"});
-    let refused = client.post_once(path, &other_body, "key-1").await.expect("reuse");
+    let refused = client
+        .post_once(path, &other_body, "key-1")
+        .await
+        .expect("reuse");
     assert_eq!(refused.status, 422, "{}", refused.body);
     assert!(refused.body["error"]
         .as_str()
@@ -1696,7 +1702,10 @@ async fn idempotency_keys_make_retries_safe() {
         .await
         .expect("invalid");
     assert_eq!(invalid.status, 400);
-    let fixed = client.post_once(path, &other_body, "key-2").await.expect("fixed");
+    let fixed = client
+        .post_once(path, &other_body, "key-2")
+        .await
+        .expect("fixed");
     assert_eq!(fixed.status, 201, "{}", fixed.body);
 
     let list = client.get(path).await.expect("list");
@@ -1731,5 +1740,9 @@ async fn idempotency_keys_make_retries_safe() {
         .await
         .expect("long key");
     assert_eq!(malformed.status, 400);
-    assert!(malformed.body["Idempotency-Key"].is_array(), "{}", malformed.body);
+    assert!(
+        malformed.body["Idempotency-Key"].is_array(),
+        "{}",
+        malformed.body
+    );
 }

@@ -316,10 +316,7 @@ fn stated_figures() -> Vec<String> {
             sitehost::operations::business::DETAIL_IMAGES_LIMIT
         ),
         // Idempotency keys.
-        format!(
-            "{} hours",
-            sitehost::store::IDEMPOTENCY_KEY_SECS / 3600
-        ),
+        format!("{} hours", sitehost::store::IDEMPOTENCY_KEY_SECS / 3600),
         // Fields.
         format!("1 to {} characters", sitehost::business::MAX_NAME_CHARS),
         // Services and locations (location.rs).

@@ -148,7 +148,10 @@ impl IdempotencyStore for DynamoStore {
             Some(out) => log_capacity("UpdateItem", out.consumed_capacity()),
             // Another request took the key over after this one's lease ended; its answer
             // stands.
-            None => tracing::warn!(account_id, "an idempotency key was taken over before its answer"),
+            None => tracing::warn!(
+                account_id,
+                "an idempotency key was taken over before its answer"
+            ),
         }
         Ok(())
     }

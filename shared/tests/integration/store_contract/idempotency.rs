@@ -7,7 +7,13 @@ use sitehost::store::{
 
 const NOW: i64 = 1_700_000_000;
 
-async fn claim(store: &SharedStore, account: i64, key: &str, fp: &str, now: i64) -> IdempotencyClaim {
+async fn claim(
+    store: &SharedStore,
+    account: i64,
+    key: &str,
+    fp: &str,
+    now: i64,
+) -> IdempotencyClaim {
     store
         .claim_idempotency_key(account, key, fp, now)
         .await
@@ -62,7 +68,10 @@ pub async fn idempotency_keys(store: SharedStore) {
     assert_eq!(claim(&store, 1, "lease", "fp", NOW).await, Claimed);
     let after_lease = NOW + IDEMPOTENCY_LEASE_SECS + 1;
     assert_eq!(claim(&store, 1, "lease", "fp", after_lease).await, Claimed);
-    assert_eq!(claim(&store, 1, "lease", "fp", after_lease + 1).await, InProgress);
+    assert_eq!(
+        claim(&store, 1, "lease", "fp", after_lease + 1).await,
+        InProgress
+    );
 
     // Any visible ASCII, up to 255 characters.
     let long = format!("{}\"#%", "k".repeat(252));
@@ -72,10 +81,8 @@ pub async fn idempotency_keys(store: SharedStore) {
 
 /// Many requests claiming one key at once: exactly one runs.
 pub async fn concurrent_idempotency_claims(store: SharedStore) {
-    let claims = futures_util::future::join_all(
-        (0..16).map(|_| claim(&store, 3, "race", "fp", NOW)),
-    )
-    .await;
+    let claims =
+        futures_util::future::join_all((0..16).map(|_| claim(&store, 3, "race", "fp", NOW))).await;
     let claimed = claims.iter().filter(|c| **c == Claimed).count();
     assert_eq!(claimed, 1, "{claims:?}");
     assert!(claims.iter().all(|c| *c == Claimed || *c == InProgress));

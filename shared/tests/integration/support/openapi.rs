@@ -279,7 +279,10 @@ impl CheckedClient {
     pub async fn post_once(&self, path: &str, body: &Value, key: &str) -> reqwest::Result<Reply> {
         let body = Some(body.to_string().into_bytes());
         let headers = [("idempotency-key", key)];
-        let reply = self.0.send_with_headers("POST", path, body, &headers).await?;
+        let reply = self
+            .0
+            .send_with_headers("POST", path, body, &headers)
+            .await?;
         check_reply("POST", path, &reply);
         Ok(reply)
     }
