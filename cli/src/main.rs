@@ -332,6 +332,15 @@ fn variants(file: &std::path::Path, outdir: &std::path::Path) -> Result<()> {
             variant.bytes.len(),
             path.display()
         );
+        if let Some(webp) = &variant.webp {
+            println!(
+                "  {:<9} {:>9} {:>9} bytes  {}.webp (WebP sibling)",
+                "",
+                "",
+                webp.len(),
+                path.display()
+            );
+        }
     }
     println!("{}", processed.timings);
     Ok(())

@@ -109,6 +109,41 @@ impl NewImage {
     }
 }
 
+/// The variants that also get a WebP sibling at upload (when the original is not a WebP
+/// already): encoding them costs a few milliseconds on the core the big JPEG leaves free,
+/// where WebPs of big and large would add 60-100% to the pipeline
+/// (docs/image-pipeline-bench.md, "WebP siblings").
+pub const WEBP_SIBLINGS: [&str; 3] = ["medium", "small", "thumbnail"];
+
+/// The WebP sibling of a variant: `img/upload/a--26.medium.jpg` ->
+/// `img/upload/a--26.medium.jpg.webp`. Same file set (the name up to its first dot), so the
+/// sweeper and deletes treat it as part of the upload.
+pub fn webp_sibling_path(variant_path: &str) -> String {
+    format!("{variant_path}.webp")
+}
+
+/// Whether a stored path is a variant that may have a WebP sibling: the second-to-last
+/// dot-separated part of its file name is one of [`WEBP_SIBLINGS`] and it is not a WebP
+/// itself (`a--26.medium.jpg` yes, `a--26.medium.webp`, `a--26.big.jpg`, `a--26.jpg` no).
+pub fn may_have_webp_sibling(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or_default();
+    let mut parts = file.rsplit('.');
+    let (Some(extension), Some(size), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    WEBP_SIBLINGS.contains(&size) && !extension.eq_ignore_ascii_case("webp")
+}
+
+/// Whether a stored path is a variant (`<set>.<size>.<ext>`, size one of [`VARIANTS`]).
+pub fn is_variant_path(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or_default();
+    let mut parts = file.rsplit('.');
+    let (Some(_), Some(size), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    VARIANTS.iter().any(|&(name, _)| name == size)
+}
+
 /// `img/upload/photo-x1.jpg` + `small` -> `img/upload/photo-x1.small.jpg`.
 pub fn variant_path(original: &str, size: &str) -> String {
     let file_start = original.rfind('/').map_or(0, |i| i + 1);
@@ -195,6 +230,35 @@ impl Image {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn webp_siblings_belong_to_medium_small_and_thumbnail_variants() {
+        let original = "img/upload/shop-k3v9x0q2m1za--26.jpg";
+        for (name, _) in VARIANTS {
+            let variant = variant_path(original, name);
+            assert!(is_variant_path(&variant), "{variant}");
+            assert_eq!(
+                may_have_webp_sibling(&variant),
+                WEBP_SIBLINGS.contains(&name),
+                "{variant}"
+            );
+        }
+        assert_eq!(
+            webp_sibling_path(&variant_path(original, "medium")),
+            "img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp"
+        );
+        for not in [
+            original,
+            "img/upload/a--26.medium.webp",
+            "img/upload/a--26.medium.jpg.webp",
+            "medium.jpg",
+            "img/upload/medium",
+        ] {
+            assert!(!may_have_webp_sibling(not), "{not}");
+        }
+        assert!(!is_variant_path(original));
+        assert!(!is_variant_path("img/upload/a--26.medium.jpg.webp"));
+    }
 
     #[test]
     fn variant_paths_insert_the_size_before_the_extension() {

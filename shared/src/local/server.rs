@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::TryStreamExt;
-use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, X_CONTENT_TYPE_OPTIONS};
+use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, VARY, X_CONTENT_TYPE_OPTIONS};
 use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
@@ -50,11 +50,33 @@ struct Shared {
 /// Stored files are sent in chunks of this size: what a stalled reader holds is bounded.
 const FILE_CHUNK_BYTES: usize = 64 * 1024;
 
+/// Whether an `Accept` header names `image/webp` with a quality above zero. Only the type
+/// itself counts: `image/*` and `*/*` are sent by clients that cannot all decode WebP.
+pub fn accepts_webp(accept: &str) -> bool {
+    accept.split(',').any(|range| {
+        let mut params = range.split(';');
+        let kind = params.next().unwrap_or_default().trim();
+        if !kind.eq_ignore_ascii_case("image/webp") {
+            return false;
+        }
+        params.all(|param| match param.split_once('=') {
+            Some((name, value)) if name.trim().eq_ignore_ascii_case("q") => {
+                value.trim().parse::<f32>().is_ok_and(|q| q > 0.0)
+            }
+            _ => true,
+        })
+    })
+}
+
 /// A stored file, when `sitehost serve` is the frontend host: `GET /img/upload/x.jpg`.
+/// A variant's path is answered with its WebP sibling when the client accepts WebP and the
+/// sibling exists (otherwise with the variant itself, never an error), and always with
+/// `Vary: Accept`, as the deployed frontend does (template.yaml, `ImageFilesFunction`).
 async fn serve_file(
     files: Option<&LocalFiles>,
     method: &http::Method,
     path: &str,
+    accept: Option<&str>,
 ) -> Option<Response<ServedBody>> {
     let files = files?;
     if path.starts_with("/api/") || !(method == http::Method::GET || method == http::Method::HEAD) {
@@ -63,7 +85,20 @@ async fn serve_file(
     let decoded = percent_encoding::percent_decode_str(path)
         .decode_utf8()
         .ok()?;
-    let Some((file, len, content_type)) = files.open_file(&decoded).await else {
+    let variant = crate::image::is_variant_path(&decoded);
+    let sibling = match accept {
+        Some(accept) if crate::image::may_have_webp_sibling(&decoded) && accepts_webp(accept) => {
+            files
+                .open_file(&crate::image::webp_sibling_path(&decoded))
+                .await
+        }
+        _ => None,
+    };
+    let opened = match sibling {
+        Some(found) => Some(found),
+        None => files.open_file(&decoded).await,
+    };
+    let Some((file, len, content_type)) = opened else {
         let missing = error_response(&ApiError::NotFound(format!("no file at {path}")));
         return Some(missing.map(whole));
     };
@@ -75,6 +110,11 @@ async fn serve_file(
     );
     let (mut parts, _) = head.into_parts();
     parts.headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    if variant {
+        parts
+            .headers
+            .insert(VARY, HeaderValue::from_static("Accept"));
+    }
     let body = if method == http::Method::HEAD {
         whole(Bytes::new())
     } else {
@@ -135,8 +175,17 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> Response<ServedBo
     if let Some(response) = crate::local::docs::serve(req.method(), req.uri().path()) {
         return response.map(whole);
     }
-    if let Some(response) =
-        serve_file(shared.local_files.as_ref(), req.method(), req.uri().path()).await
+    let accept = req
+        .headers()
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    if let Some(response) = serve_file(
+        shared.local_files.as_ref(),
+        req.method(),
+        req.uri().path(),
+        accept,
+    )
+    .await
     {
         return response;
     }
@@ -347,6 +396,104 @@ mod tests {
         assert_eq!(logged.iter().sum::<u64>() + logged.len() as u64, 20);
         backoff.succeeded();
         assert_eq!(backoff.failed(now).1, AcceptBackoff::FIRST);
+    }
+
+    #[test]
+    fn webp_is_chosen_only_when_named_with_a_quality_above_zero() {
+        for yes in [
+            "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8",
+            "image/webp",
+            "IMAGE/WEBP;q=0.5",
+            "image/png, image/webp ; q=1",
+        ] {
+            assert!(accepts_webp(yes), "{yes}");
+        }
+        for no in [
+            "",
+            "*/*",
+            "image/*",
+            "image/png,image/*;q=0.8,*/*;q=0.5",
+            "image/webp;q=0",
+            "image/webp;q=0.0, image/jpeg",
+            "image/webpx",
+        ] {
+            assert!(!accepts_webp(no), "{no}");
+        }
+    }
+
+    #[tokio::test]
+    async fn variants_are_answered_with_their_webp_sibling_when_accepted() {
+        let dir = tempfile::tempdir().expect("dir");
+        let files = LocalFiles::open(dir.path()).expect("files");
+        let set = "img/upload/a-b--7";
+        for (path, bytes) in [
+            (format!("{set}.jpg"), &b"original"[..]),
+            (format!("{set}.medium.jpg"), b"medium jpeg"),
+            (format!("{set}.medium.jpg.webp"), b"webp"),
+            (format!("{set}.big.jpg"), b"big jpeg"),
+            (format!("{set}.small.jpg"), b"small jpeg"),
+        ] {
+            crate::store::files::FileStore::put(&files, &path, Bytes::from(bytes), "x")
+                .await
+                .expect("put");
+        }
+        let chrome = "image/avif,image/webp,image/apng,image/*,*/*;q=0.8";
+        let get = |path: String, accept: Option<&'static str>| {
+            let files = &files;
+            async move {
+                let response = serve_file(Some(files), &http::Method::GET, &path, accept)
+                    .await
+                    .expect("a file answer");
+                let (parts, body) = response.into_parts();
+                let body = body.collect().await.expect("body").to_bytes();
+                let header = |name| {
+                    parts
+                        .headers
+                        .get(name)
+                        .map(|v: &HeaderValue| v.to_str().unwrap_or_default().to_string())
+                };
+                (
+                    parts.status.as_u16(),
+                    header(http::header::CONTENT_TYPE),
+                    header(VARY),
+                    body,
+                )
+            }
+        };
+        let text = |s: &str| Some(s.to_string());
+        // Accepted and made: the sibling.
+        let (status, kind, vary, body) = get(format!("/{set}.medium.jpg"), Some(chrome)).await;
+        assert_eq!(
+            (status, kind, vary),
+            (200, text("image/webp"), text("Accept"))
+        );
+        assert_eq!(&body[..], b"webp");
+        // Not accepted: the variant itself, still varying on Accept.
+        for accept in [None, Some("*/*"), Some("image/webp;q=0, image/*")] {
+            let (status, kind, vary, body) = get(format!("/{set}.medium.jpg"), accept).await;
+            assert_eq!(
+                (status, kind, vary),
+                (200, text("image/jpeg"), text("Accept"))
+            );
+            assert_eq!(&body[..], b"medium jpeg", "{accept:?}");
+        }
+        // A size without siblings, and one whose sibling is not there (an image from
+        // before them): the variant, never an error.
+        for size in ["big", "small"] {
+            let (status, kind, vary, body) = get(format!("/{set}.{size}.jpg"), Some(chrome)).await;
+            assert_eq!(
+                (status, kind, vary),
+                (200, text("image/jpeg"), text("Accept"))
+            );
+            assert_eq!(&body[..], format!("{size} jpeg").as_bytes());
+        }
+        // The original has no sibling and does not vary.
+        let (status, kind, vary, body) = get(format!("/{set}.jpg"), Some(chrome)).await;
+        assert_eq!((status, kind, vary), (200, text("image/jpeg"), None));
+        assert_eq!(&body[..], b"original");
+        // A missing variant is a 404 whatever the Accept.
+        let (status, ..) = get(format!("/{set}.thumbnail.jpg"), Some(chrome)).await;
+        assert_eq!(status, 404);
     }
 
     #[test]

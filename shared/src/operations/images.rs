@@ -97,8 +97,15 @@ pub async fn delete(services: &Services, caller: &Caller, id: i64) -> Result<Rep
         .ok_or_else(|| ApiError::NotFound(format!("no image with id {id}")))?;
     match &services.files {
         Some(files) => {
-            let paths = std::iter::once(image.path.clone())
-                .chain(image.variants().map(|(_, path, _)| path));
+            // The WebP siblings too (`image::WEBP_SIBLINGS`; images from before them have
+            // none, and removing a missing file is not an error).
+            let paths = std::iter::once(image.path.clone()).chain(image.variants().flat_map(
+                |(_, path, _)| {
+                    let sibling = crate::image::may_have_webp_sibling(&path)
+                        .then(|| crate::image::webp_sibling_path(&path));
+                    std::iter::once(path).chain(sibling)
+                },
+            ));
             let removals = paths.map(|path| async move {
                 if let Err(err) = files.delete(&path).await {
                     tracing::warn!(

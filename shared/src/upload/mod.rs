@@ -23,7 +23,7 @@ use crate::account::Caller;
 use crate::business::Business;
 use crate::config::{byte_size, larger_images_by_url, Config};
 use crate::error::{ApiError, FieldErrors, Result};
-use crate::image::{variant_path, Image, NewImage};
+use crate::image::{variant_path, webp_sibling_path, Image, NewImage};
 use crate::operations::upload_stats::record_upload;
 use crate::operations::{ImageUploads, Reply, Services};
 use crate::store::files::SharedFiles;
@@ -395,8 +395,12 @@ async fn upload(
     let mut processed = processed;
     for variant in &mut processed.variants {
         // The encoded bytes move to the file store; the caller keeps only sizes and times.
+        let at = variant_path(&path, variant.name);
+        if let Some(webp) = variant.webp.take() {
+            objects.push((webp_sibling_path(&at), Bytes::from(webp), "image/webp"));
+        }
         objects.push((
-            variant_path(&path, variant.name),
+            at,
             Bytes::from(std::mem::take(&mut variant.bytes)),
             processed.mimetype,
         ));
@@ -577,6 +581,11 @@ mod tests {
         assert_eq!(upload_file_set(&path), Some((set, 26)));
         let variant = variant_path(&path, "thumbnail");
         assert_eq!(upload_file_set(&variant), Some((set, 26)));
+        // So do the WebP siblings of variants.
+        assert_eq!(
+            upload_file_set(&webp_sibling_path(&variant)),
+            Some((set, 26))
+        );
         // A temporary file of the local store belongs to its set too.
         assert_eq!(
             upload_file_set(&format!("{set}.big.tmp-123")),

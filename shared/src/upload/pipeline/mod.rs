@@ -21,6 +21,8 @@ mod hostile;
 #[cfg(test)]
 mod proptests;
 mod resize;
+#[cfg(test)]
+mod sibling_tests;
 mod sniff;
 #[cfg(test)]
 mod tests;
@@ -33,7 +35,7 @@ use anyhow::Context;
 use rayon::prelude::*;
 
 use crate::error::{ApiError, Result};
-use crate::image::{fit, VARIANTS};
+use crate::image::{fit, VARIANTS, WEBP_SIBLINGS};
 
 /// The form field that validation errors are reported under.
 const FIELD: &str = "upload";
@@ -136,6 +138,9 @@ pub struct Variant {
     pub width: u32,
     pub height: u32,
     pub bytes: Vec<u8>,
+    /// Its lossy WebP sibling (`image::webp_sibling_path`): for the sizes in
+    /// [`WEBP_SIBLINGS`] of an original that is not a WebP.
+    pub webp: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for Variant {
@@ -145,6 +150,7 @@ impl fmt::Debug for Variant {
             .field("width", &self.width)
             .field("height", &self.height)
             .field("bytes", &self.bytes.len())
+            .field("webp", &self.webp.as_ref().map(Vec::len))
             .finish()
     }
 }
@@ -260,11 +266,29 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
     }
     let resized = Instant::now();
 
-    let encoded: Vec<Vec<u8>> = upright
+    // One job per distinct variant in the original's format, then the WebP siblings: rayon
+    // runs the small siblings on the core the big variant's encoding leaves idle.
+    let mut jobs: Vec<(usize, bool)> = (0..upright.len()).map(|i| (i, false)).collect();
+    if info.format != ImageFormat::WebP {
+        for (&(name, _), &index) in VARIANTS.iter().zip(&which) {
+            if WEBP_SIBLINGS.contains(&name) && !jobs.contains(&(index, true)) {
+                jobs.push((index, true));
+            }
+        }
+    }
+    let encoded: Vec<Vec<u8>> = jobs
         .par_iter()
-        .map(|p| codec::encode(p, info.format))
+        .map(|&(index, webp)| match webp {
+            false => codec::encode(&upright[index], info.format),
+            true => codec::encode_webp_sibling(&upright[index]),
+        })
         .collect::<Result<_>>()?;
     let done = Instant::now();
+    let encoded_as = |index: usize, webp: bool| {
+        jobs.iter()
+            .position(|&job| job == (index, webp))
+            .map(|at| encoded[at].clone())
+    };
 
     let mut variants = Vec::with_capacity(VARIANTS.len());
     for (&(name, side), &index) in VARIANTS.iter().zip(&which) {
@@ -278,7 +302,9 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
             name,
             width: pixels.width,
             height: pixels.height,
-            bytes: encoded[index].clone(),
+            bytes: encoded_as(index, false)
+                .ok_or_else(|| ApiError::internal(format!("variant {name} was not encoded")))?,
+            webp: encoded_as(index, true).filter(|_| WEBP_SIBLINGS.contains(&name)),
         });
     }
     Ok(Processed {
@@ -316,7 +342,8 @@ pub fn process_file_timed(path: &Path, limits: &Limits) -> Result<Processed> {
     Ok(processed)
 }
 
-/// Writes each variant as `DIR/NAME.EXT` (creating DIR) and returns the paths.
+/// Writes each variant as `DIR/NAME.EXT` (creating DIR), and its WebP sibling as
+/// `DIR/NAME.EXT.webp`, and returns the variants' paths.
 pub fn write_variants(processed: &Processed, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     processed
@@ -326,6 +353,11 @@ pub fn write_variants(processed: &Processed, dir: &Path) -> Result<Vec<PathBuf>>
             let path = dir.join(format!("{}.{}", v.name, processed.extension));
             std::fs::write(&path, &v.bytes)
                 .with_context(|| format!("writing {}", path.display()))?;
+            if let Some(webp) = &v.webp {
+                let sibling = dir.join(format!("{}.{}.webp", v.name, processed.extension));
+                std::fs::write(&sibling, webp)
+                    .with_context(|| format!("writing {}", sibling.display()))?;
+            }
             Ok(path)
         })
         .collect()
