@@ -2149,3 +2149,221 @@ fn the_waf_rule_rate_limits_unsigned_api_requests_per_ip() {
     assert!(counted("/api/v2/nothing", "", Some("Bearer abc")));
     assert!(counted("/api/v1/businesses/", "", Some("")));
 }
+
+/// Image files (/img/upload/*): the viewer-request function picks the WebP sibling of a
+/// medium, small or thumbnail variant when Accept names image/webp, and normalises Accept
+/// (`image/webp` or none), which the behaviour's cache policy keys on; responses say
+/// `Vary: Accept` and stay nosniff.
+#[test]
+fn image_variants_follow_accept_through_a_normalised_cache_key() {
+    let template = template();
+    let resources = &template["Resources"];
+    let config = &resources["Distribution"]["Properties"]["DistributionConfig"];
+    let files = config["CacheBehaviors"]
+        .as_sequence()
+        .expect("CacheBehaviors")
+        .iter()
+        .find(|b| b["PathPattern"].as_str() == Some("/img/upload/*"))
+        .expect("an /img/upload/* cache behaviour");
+    assert_eq!(files["TargetOriginId"].as_str(), Some("files"));
+    assert_eq!(
+        files["ViewerProtocolPolicy"].as_str(),
+        Some("redirect-to-https")
+    );
+
+    let policy_id = tagged(&files["CachePolicyId"], "Ref")
+        .and_then(Value::as_str)
+        .expect("CachePolicyId: !Ref <a cache policy of this template>");
+    let policy = &resources[policy_id];
+    assert_eq!(
+        policy["Type"].as_str(),
+        Some("AWS::CloudFront::CachePolicy")
+    );
+    let key =
+        &policy["Properties"]["CachePolicyConfig"]["ParametersInCacheKeyAndForwardedToOrigin"];
+    assert_eq!(
+        key["HeadersConfig"]["HeaderBehavior"].as_str(),
+        Some("whitelist")
+    );
+    let headers: Vec<&str> = key["HeadersConfig"]["Headers"]
+        .as_sequence()
+        .expect("Headers")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(headers, ["Accept"], "only the normalised Accept");
+    assert_eq!(
+        key["CookiesConfig"]["CookieBehavior"].as_str(),
+        Some("none")
+    );
+    assert_eq!(
+        key["QueryStringsConfig"]["QueryStringBehavior"].as_str(),
+        Some("none")
+    );
+    assert_eq!(
+        policy["Properties"]["CachePolicyConfig"]["MaxTTL"].as_u64(),
+        Some(31_536_000),
+        "files are immutable: cached up to a year"
+    );
+
+    let headers_id = tagged(&files["ResponseHeadersPolicyId"], "Ref")
+        .and_then(Value::as_str)
+        .expect("ResponseHeadersPolicyId: !Ref");
+    let custom = resources[headers_id]["Properties"]["ResponseHeadersPolicyConfig"]
+        ["CustomHeadersConfig"]["Items"]
+        .as_sequence()
+        .expect("custom headers");
+    assert!(
+        custom.iter().any(|h| h["Header"].as_str() == Some("Vary")
+            && h["Value"].as_str() == Some("Accept")
+            && h["Override"].as_bool() == Some(true)),
+        "Vary: Accept on image files"
+    );
+
+    let association = files["FunctionAssociations"]
+        .as_sequence()
+        .expect("FunctionAssociations")
+        .iter()
+        .find(|a| a["EventType"].as_str() == Some("viewer-request"))
+        .expect("a viewer-request function on /img/upload/*");
+    let function_id = tagged(&association["FunctionARN"], "GetAtt")
+        .and_then(Value::as_str)
+        .and_then(|a| a.strip_suffix(".FunctionMetadata.FunctionARN"))
+        .expect("!GetAtt <Function>.FunctionMetadata.FunctionARN");
+    let code = tagged(&resources[function_id]["Properties"]["FunctionCode"], "Sub")
+        .and_then(Value::as_str)
+        .expect("FunctionCode: !Sub (the first image id with siblings)");
+    assert!(code.contains("${WebpSiblingsFromImageId}"));
+    let parameter = &template["Parameters"]["WebpSiblingsFromImageId"];
+    assert_eq!(parameter["Type"].as_str(), Some("Number"));
+    assert!(
+        parameter.get("Default").is_none(),
+        "no default: an update of an older stack must choose the first id"
+    );
+    for sibling in sitehost::image::WEBP_SIBLINGS {
+        assert!(code.contains(sibling), "{sibling} is not in the function");
+    }
+    check_image_files_function_with_node(&code.replace("${WebpSiblingsFromImageId}", "20"));
+}
+
+/// Runs the image files function with node (skipped without node): which URI and Accept
+/// each request leaves with, for images from the first id with siblings (20) on and before.
+fn check_image_files_function_with_node(code: &str) {
+    const CHROME: &str = "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8";
+    let cases: &[(&str, Option<&str>, &str, Option<&str>)] = &[
+        // uri, Accept sent; uri and Accept after the function
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp",
+            Some("image/webp"),
+        ),
+        (
+            "/img/upload/a_b-k3v9x0q2m1za--20.thumbnail.png",
+            Some("image/webp;q=0.9, image/png"),
+            "/img/upload/a_b-k3v9x0q2m1za--20.thumbnail.png.webp",
+            Some("image/webp"),
+        ),
+        (
+            "/img/upload/x-k3v9x0q2m1za--26.small.gif",
+            Some("IMAGE/WEBP"),
+            "/img/upload/x-k3v9x0q2m1za--26.small.gif.webp",
+            Some("image/webp"),
+        ),
+        // WebP not accepted: the variant, Accept dropped from the cache key.
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            Some("image/png,image/*;q=0.8,*/*;q=0.5"),
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            None,
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            Some("image/webp;q=0, */*"),
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            None,
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            None,
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            None,
+        ),
+        // No sibling: before the first id, big and large, originals, WebP variants, files
+        // without an id in their name.
+        (
+            "/img/upload/shop-k3v9x0q2m1za--19.medium.jpg",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za--19.medium.jpg",
+            None,
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.big.jpg",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za--26.big.jpg",
+            None,
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.jpg",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za--26.jpg",
+            None,
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.webp",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.webp",
+            None,
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za.medium.jpg",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za.medium.jpg",
+            None,
+        ),
+    ];
+    let requests: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|(uri, accept, _, _)| {
+            let mut headers = serde_json::json!({"host": {"value": "d111111abcdef8.cloudfront.net"}});
+            if let Some(accept) = accept {
+                headers["accept"] = serde_json::json!({"value": accept});
+            }
+            serde_json::json!({"method": "GET", "uri": uri, "querystring": {}, "headers": headers, "cookies": {}})
+        })
+        .collect();
+    let script = format!(
+        "{code}\nvar requests = {};\n\
+         console.log(JSON.stringify(requests.map(function (r) {{ return handler({{request: r}}); }})));\n",
+        serde_json::Value::Array(requests)
+    );
+    let output = match std::process::Command::new("node")
+        .args(["-e", &script])
+        .output()
+    {
+        Ok(output) => output,
+        Err(_) => {
+            eprintln!("skipped running the CloudFront Function: node is not installed");
+            return;
+        }
+    };
+    assert!(
+        output.status.success(),
+        "node: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out: Vec<serde_json::Value> =
+        serde_json::from_slice(&output.stdout).expect("the function's results as JSON");
+    for ((uri, accept, want_uri, want_accept), got) in cases.iter().zip(&out) {
+        assert_eq!(got["uri"].as_str(), Some(*want_uri), "{uri} {accept:?}");
+        assert_eq!(
+            got["headers"]["accept"]["value"].as_str(),
+            *want_accept,
+            "{uri} {accept:?}: the normalised Accept"
+        );
+        assert_eq!(
+            got["headers"]["host"]["value"], "d111111abcdef8.cloudfront.net",
+            "other headers pass"
+        );
+    }
+}
