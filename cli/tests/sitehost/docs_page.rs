@@ -118,8 +118,8 @@ fn the_reference_page_renders_every_operation() {
             );
         }
     }
-    // The seven operations plus the singular spellings of business create and update.
-    assert_eq!(operations, 9, "the document's operations");
+    // The eight operations plus the singular spellings of business create and update.
+    assert_eq!(operations, 10, "the document's operations");
     // The signing example is on the page too.
     assert!(dom.contains("mN/RykDy7Jq/1oWjGNur6Hzwe6Y="));
 }
