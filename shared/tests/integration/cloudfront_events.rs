@@ -444,22 +444,9 @@ fn the_cloudfront_function_refuses_a_request_whose_protocol_it_cannot_tell() {
            missing: viewer(null), empty: viewer(''), upper: viewer('HTTP')}}));\n",
         code = cloudfront_function_code()
     );
-    let output = match std::process::Command::new("node")
-        .args(["-e", &script])
-        .output()
-    {
-        Ok(output) => output,
-        Err(_) => {
-            eprintln!("skipped running the CloudFront Function: node is not installed");
-            return;
-        }
+    let Some(out) = crate::support::node::run_json(&script) else {
+        return;
     };
-    assert!(
-        output.status.success(),
-        "node: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let out: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     let passed = &out["https"];
     assert!(passed.get("statusCode").is_none(), "{passed}");
     assert_eq!(passed["headers"]["x-forwarded-proto"]["value"], "https");

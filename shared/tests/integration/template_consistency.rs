@@ -1136,23 +1136,9 @@ fn check_function_code_with_node(code: &str) {
          }}\n\
          console.log(JSON.stringify({{https: viewer('https'), http: viewer('http')}}));\n"
     );
-    let output = match std::process::Command::new("node")
-        .args(["-e", &script])
-        .output()
-    {
-        Ok(output) => output,
-        Err(_) => {
-            eprintln!("skipped running the CloudFront Function: node is not installed");
-            return;
-        }
+    let Some(out) = crate::support::node::run_json(&script) else {
+        return;
     };
-    assert!(
-        output.status.success(),
-        "node: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let out: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("the function's results as JSON");
     // https: the request goes on, with the host the partner called.
     let passed = &out["https"];
     assert!(passed.get("statusCode").is_none(), "{passed}");
@@ -2337,23 +2323,10 @@ fn check_image_files_function_with_node(code: &str) {
          console.log(JSON.stringify(requests.map(function (r) {{ return handler({{request: r}}); }})));\n",
         serde_json::Value::Array(requests)
     );
-    let output = match std::process::Command::new("node")
-        .args(["-e", &script])
-        .output()
-    {
-        Ok(output) => output,
-        Err(_) => {
-            eprintln!("skipped running the CloudFront Function: node is not installed");
-            return;
-        }
+    let Some(out) = crate::support::node::run_json(&script) else {
+        return;
     };
-    assert!(
-        output.status.success(),
-        "node: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let out: Vec<serde_json::Value> =
-        serde_json::from_slice(&output.stdout).expect("the function's results as JSON");
+    let out: Vec<serde_json::Value> = serde_json::from_value(out).expect("a list of results");
     for ((uri, accept, want_uri, want_accept), got) in cases.iter().zip(&out) {
         assert_eq!(got["uri"].as_str(), Some(*want_uri), "{uri} {accept:?}");
         assert_eq!(

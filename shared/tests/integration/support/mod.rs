@@ -9,6 +9,7 @@
 pub mod double;
 pub mod events;
 pub mod media;
+pub mod node;
 pub mod openapi;
 pub mod s3;
 
