@@ -565,29 +565,7 @@ impl DynamoStore {
 
     /// Every item of one partition, whole (consistently, all pages).
     async fn partition(&self, pk: &str) -> Result<Vec<Item>> {
-        let mut items = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", PK)
-                .expression_attribute_values(":pk", s(pk))
-                .consistent_read(CONSISTENT_READS)
-                .set_exclusive_start_key(start.take())
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await
-                .map_err(|e| aws_error("Query", e))?;
-            log_capacity("Query", out.consumed_capacity());
-            items.extend(out.items.unwrap_or_default());
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(items),
-            }
-        }
+        self.query_partition(pk, None, "Query").await
     }
 
     /// A conditional `Put`: `attribute_not_exists(pk)` when `version` is `None`, else
@@ -601,24 +579,36 @@ impl DynamoStore {
 
     /// Every item of one partition (consistently, all pages), with only `attribute`.
     async fn whole_partition(&self, pk: &str, attribute: &str, what: &str) -> Result<Vec<Item>> {
+        self.query_partition(pk, Some(attribute), what).await
+    }
+
+    /// Every item of one partition (consistently, all pages): whole, or with only the
+    /// `projected` attribute. `what` names the call in errors.
+    async fn query_partition(
+        &self,
+        pk: &str,
+        projected: Option<&str>,
+        what: &str,
+    ) -> Result<Vec<Item>> {
         let mut items = Vec::new();
         let mut start: Option<Item> = None;
         loop {
-            let out = self
+            let mut query = self
                 .client
                 .query()
                 .table_name(&self.table)
                 .key_condition_expression("#pk = :pk")
                 .expression_attribute_names("#pk", PK)
-                .expression_attribute_names("#a", attribute)
                 .expression_attribute_values(":pk", s(pk))
-                .projection_expression("#a")
                 .consistent_read(CONSISTENT_READS)
                 .set_exclusive_start_key(start.take())
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await
-                .map_err(|e| aws_error(what, e))?;
+                .return_consumed_capacity(ReturnConsumedCapacity::Total);
+            if let Some(attribute) = projected {
+                query = query
+                    .expression_attribute_names("#a", attribute)
+                    .projection_expression("#a");
+            }
+            let out = query.send().await.map_err(|e| aws_error(what, e))?;
             log_capacity("Query", out.consumed_capacity());
             items.extend(out.items.unwrap_or_default());
             match out.last_evaluated_key {

@@ -369,22 +369,20 @@ fn encode_gif(pixels: &Pixels) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The pixels as libwebp takes them: RGB or RGBA (grey is expanded, its alpha kept).
+fn webp_input(pixels: &Pixels) -> (std::borrow::Cow<'_, [u8]>, webp::PixelLayout) {
+    match pixels.layout {
+        Layout::Rgb8 => (pixels.data.as_slice().into(), webp::PixelLayout::Rgb),
+        Layout::Rgba8 => (pixels.data.as_slice().into(), webp::PixelLayout::Rgba),
+        Layout::L8 => (expand_grey(pixels).into(), webp::PixelLayout::Rgb),
+        Layout::La8 => (to_rgba(pixels).into(), webp::PixelLayout::Rgba),
+    }
+}
+
 /// Lossy WebP through libwebp (the `image` crate can only write lossless WebP).
 fn encode_webp(pixels: &Pixels) -> Result<Vec<u8>> {
-    let rgb_or_rgba;
-    let (data, layout) = match pixels.layout {
-        Layout::Rgb8 => (&pixels.data, webp::PixelLayout::Rgb),
-        Layout::Rgba8 => (&pixels.data, webp::PixelLayout::Rgba),
-        Layout::L8 => {
-            rgb_or_rgba = expand_grey(pixels);
-            (&rgb_or_rgba, webp::PixelLayout::Rgb)
-        }
-        Layout::La8 => {
-            rgb_or_rgba = to_rgba(pixels);
-            (&rgb_or_rgba, webp::PixelLayout::Rgba)
-        }
-    };
-    let memory = webp::Encoder::new(data, layout, pixels.width, pixels.height)
+    let (data, layout) = webp_input(pixels);
+    let memory = webp::Encoder::new(&data, layout, pixels.width, pixels.height)
         .encode_simple(false, f32::from(QUALITY))
         // libwebp's error is a plain enum (no `std::error::Error`): its name is the cause.
         .map_err(|e| ApiError::internal(format!("encoding a WebP variant: libwebp {e:?}")))?;
@@ -399,25 +397,13 @@ const SIBLING_METHOD: i32 = 2;
 /// The lossy WebP sibling of a variant (`webp_sibling_path`), alpha kept, at the variants'
 /// quality.
 pub(super) fn encode_webp_sibling(pixels: &Pixels) -> Result<Vec<u8>> {
-    let rgb_or_rgba;
-    let (data, layout) = match pixels.layout {
-        Layout::Rgb8 => (&pixels.data, webp::PixelLayout::Rgb),
-        Layout::Rgba8 => (&pixels.data, webp::PixelLayout::Rgba),
-        Layout::L8 => {
-            rgb_or_rgba = expand_grey(pixels);
-            (&rgb_or_rgba, webp::PixelLayout::Rgb)
-        }
-        Layout::La8 => {
-            rgb_or_rgba = to_rgba(pixels);
-            (&rgb_or_rgba, webp::PixelLayout::Rgba)
-        }
-    };
+    let (data, layout) = webp_input(pixels);
     let mut config = webp::WebPConfig::new()
         .map_err(|()| ApiError::internal("libwebp: no default encoder configuration"))?;
     config.quality = f32::from(QUALITY);
     config.method = SIBLING_METHOD;
     config.alpha_compression = 1;
-    let memory = webp::Encoder::new(data, layout, pixels.width, pixels.height)
+    let memory = webp::Encoder::new(&data, layout, pixels.width, pixels.height)
         .encode_advanced(&config)
         .map_err(|e| ApiError::internal(format!("encoding a WebP sibling: libwebp {e:?}")))?;
     Ok(memory.to_vec())
