@@ -14,7 +14,7 @@ const CHROMIUM_VAR: &str = "SITEHOST_TEST_CHROMIUM";
 
 /// The Chromium binary, or `None` (after saying so) when there is none and the run does
 /// not require it (`scripts/test` does, through SITEHOST_TEST_REQUIRE_AWS=1).
-fn chromium() -> Option<String> {
+pub(crate) fn chromium() -> Option<String> {
     let binary = std::env::var(CHROMIUM_VAR).unwrap_or_else(|_| "chromium".into());
     let found = Command::new(&binary)
         .arg("--version")
@@ -34,7 +34,12 @@ fn chromium() -> Option<String> {
 }
 
 /// Runs headless Chromium on `url` with `args`, killed after a minute at most.
-fn headless(binary: &str, profile: &Path, url: &str, args: &[&str]) -> std::process::Output {
+pub(crate) fn headless(
+    binary: &str,
+    profile: &Path,
+    url: &str,
+    args: &[&str],
+) -> std::process::Output {
     let mut child = Command::new(binary)
         .args([
             "--headless",
