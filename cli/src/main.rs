@@ -300,6 +300,7 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<()> {
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
     println!("sitehost listening on http://{local}/api/v2/");
+    bench_switches();
     let app = Arc::new(App::new(stores, config)?);
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -308,8 +309,20 @@ async fn serve(addr: SocketAddr, store_args: StoreArgs) -> Result<()> {
     Ok(())
 }
 
+/// SITEHOST_BENCH_NO_WEBP_SIBLINGS=1: uploads (`serve`) and `variants` make no WebP
+/// siblings, for measuring their cost against the same build (docs/image-pipeline-bench.md).
+fn bench_switches() {
+    if std::env::var_os("SITEHOST_BENCH_NO_WEBP_SIBLINGS").is_some_and(|v| v == "1") {
+        sitehost::upload::pipeline::bench_without_webp_siblings();
+        eprintln!(
+            "SITEHOST_BENCH_NO_WEBP_SIBLINGS=1: no WebP siblings are made (measurement only)"
+        );
+    }
+}
+
 fn variants(file: &std::path::Path, outdir: &std::path::Path) -> Result<()> {
     use sitehost::upload::pipeline::{process_file_timed, write_variants};
+    bench_switches();
     let limits = Config::from_env(Defaults::command())?.image_limits;
     let processed = process_file_timed(file, &limits).map_err(|e| match e {
         sitehost::ApiError::Validation(fields) => anyhow!("{}: {fields:?}", file.display()),

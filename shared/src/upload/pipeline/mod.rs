@@ -29,6 +29,7 @@ mod tests;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -228,6 +229,15 @@ fn inspect_header(bytes: &[u8], limits: &Limits) -> Result<(sniff::Header, Image
     Ok((header, info))
 }
 
+/// Set only by the `sitehost` command for a measurement (SITEHOST_BENCH_NO_WEBP_SIBLINGS=1,
+/// docs/image-pipeline-bench.md): uploads then make no WebP siblings. No function sets it.
+static WEBP_SIBLINGS_OFF: AtomicBool = AtomicBool::new(false);
+
+/// Turns the WebP siblings off in this process, for measuring what they cost.
+pub fn bench_without_webp_siblings() {
+    WEBP_SIBLINGS_OFF.store(true, Ordering::Relaxed);
+}
+
 /// The whole pipeline on an upload held in memory.
 pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
     let start = Instant::now();
@@ -269,7 +279,7 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
     // One job per distinct variant in the original's format, then the WebP siblings: rayon
     // runs the small siblings on the core the big variant's encoding leaves idle.
     let mut jobs: Vec<(usize, bool)> = (0..upright.len()).map(|i| (i, false)).collect();
-    if info.format != ImageFormat::WebP {
+    if info.format != ImageFormat::WebP && !WEBP_SIBLINGS_OFF.load(Ordering::Relaxed) {
         for (&(name, _), &index) in VARIANTS.iter().zip(&which) {
             if WEBP_SIBLINGS.contains(&name) && !jobs.contains(&(index, true)) {
                 jobs.push((index, true));
