@@ -428,10 +428,13 @@ mod tests {
         let set = "img/upload/a-b--7";
         for (path, bytes) in [
             (format!("{set}.jpg"), &b"original"[..]),
-            (format!("{set}.medium.jpg"), b"medium jpeg"),
-            (format!("{set}.medium.jpg.webp"), b"webp"),
-            (format!("{set}.big.jpg"), b"big jpeg"),
             (format!("{set}.small.jpg"), b"small jpeg"),
+            (format!("{set}.small.jpg.webp"), b"webp"),
+            (format!("{set}.big.jpg"), b"big jpeg"),
+            (format!("{set}.medium.jpg"), b"medium jpeg"),
+            // Left by an upload from when medium had a sibling: not served.
+            (format!("{set}.medium.jpg.webp"), b"old webp"),
+            (format!("{set}.thumbnail.jpg"), b"thumbnail jpeg"),
         ] {
             crate::store::files::FileStore::put(&files, &path, Bytes::from(bytes), "x")
                 .await
@@ -462,7 +465,7 @@ mod tests {
         };
         let text = |s: &str| Some(s.to_string());
         // Accepted and made: the sibling.
-        let (status, kind, vary, body) = get(format!("/{set}.medium.jpg"), Some(chrome)).await;
+        let (status, kind, vary, body) = get(format!("/{set}.small.jpg"), Some(chrome)).await;
         assert_eq!(
             (status, kind, vary),
             (200, text("image/webp"), text("Accept"))
@@ -470,16 +473,16 @@ mod tests {
         assert_eq!(&body[..], b"webp");
         // Not accepted: the variant itself, still varying on Accept.
         for accept in [None, Some("*/*"), Some("image/webp;q=0, image/*")] {
-            let (status, kind, vary, body) = get(format!("/{set}.medium.jpg"), accept).await;
+            let (status, kind, vary, body) = get(format!("/{set}.small.jpg"), accept).await;
             assert_eq!(
                 (status, kind, vary),
                 (200, text("image/jpeg"), text("Accept"))
             );
-            assert_eq!(&body[..], b"medium jpeg", "{accept:?}");
+            assert_eq!(&body[..], b"small jpeg", "{accept:?}");
         }
         // A size without siblings, and one whose sibling is not there (an image from
         // before them): the variant, never an error.
-        for size in ["big", "small"] {
+        for size in ["big", "medium", "thumbnail"] {
             let (status, kind, vary, body) = get(format!("/{set}.{size}.jpg"), Some(chrome)).await;
             assert_eq!(
                 (status, kind, vary),
@@ -492,7 +495,7 @@ mod tests {
         assert_eq!((status, kind, vary), (200, text("image/jpeg"), None));
         assert_eq!(&body[..], b"original");
         // A missing variant is a 404 whatever the Accept.
-        let (status, ..) = get(format!("/{set}.thumbnail.jpg"), Some(chrome)).await;
+        let (status, ..) = get(format!("/{set}.large.jpg"), Some(chrome)).await;
         assert_eq!(status, 404);
     }
 

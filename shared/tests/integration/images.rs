@@ -446,7 +446,7 @@ async fn a_failed_record_write_that_cannot_be_checked_keeps_the_files() {
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(
         stored_files(dir.path()).len(),
-        9,
+        8,
         "{:?}",
         stored_files(dir.path())
     );
@@ -473,7 +473,7 @@ async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
     let (gone, gone_body) = &ids[0];
     let (logo, _) = &ids[1];
     let files_before = stored_files(server.dir.path());
-    assert_eq!(files_before.len(), 18, "{files_before:?}");
+    assert_eq!(files_before.len(), 16, "{files_before:?}");
 
     // Another account's key: 404, and the image stays.
     let other = server.store.ensure_account("other").await.expect("account");
@@ -505,10 +505,10 @@ async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
         .expect("list");
     assert_eq!(list.body["meta"]["total_count"], 1);
     assert_eq!(list.body["objects"][0]["id"], *logo);
-    // Its nine files (original, variants, WebP siblings) are gone from the data directory
-    // and from the local frontend host; the logo's nine remain.
+    // Its eight files (original, variants, WebP siblings) are gone from the data directory
+    // and from the local frontend host; the logo's eight remain.
     let left = stored_files(server.dir.path());
-    assert_eq!(left.len(), 9, "{left:?}");
+    assert_eq!(left.len(), 8, "{left:?}");
     assert!(
         left.iter().all(|f| !f.contains(&format!("--{gone}."))),
         "{left:?}"

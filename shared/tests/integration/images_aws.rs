@@ -108,8 +108,8 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
 
     let mut keys = aws.object_keys().await;
     keys.sort();
-    // Each: the original, five variants and three WebP siblings.
-    assert_eq!(keys.len(), 18, "{keys:?}");
+    // Each: the original, five variants and two WebP siblings.
+    assert_eq!(keys.len(), 16, "{keys:?}");
     for image in [&by_base64.body, &by_url.body] {
         for size in ["original", "big", "large", "medium", "small", "thumbnail"] {
             let path = image["sizes"][size].as_str().expect("path");
@@ -127,15 +127,15 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
         .expect("head");
     assert_eq!(head.content_type(), Some("image/jpeg"));
     assert_eq!(head.cache_control(), Some(CACHE_CONTROL));
-    let medium = by_url.body["sizes"]["medium"].as_str().expect("path");
+    let small = by_url.body["sizes"]["small"].as_str().expect("path");
     let sibling = aws
         .s3
         .head_object()
         .bucket(&aws.bucket)
-        .key(format!("{medium}.webp"))
+        .key(format!("{small}.webp"))
         .send()
         .await
-        .expect("head of the medium variant's WebP sibling");
+        .expect("head of the small variant's WebP sibling");
     assert_eq!(sibling.content_type(), Some("image/webp"));
     assert_eq!(sibling.cache_control(), Some(CACHE_CONTROL));
 

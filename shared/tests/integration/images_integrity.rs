@@ -436,7 +436,7 @@ async fn a_record_written_before_the_error_makes_the_upload_succeed_with_its_fil
         .map(|(size, _)| variant_path(&path, size))
         .chain([path.clone()])
         .collect();
-    // The WebP siblings of the medium, small and thumbnail variants.
+    // The WebP siblings of the small and thumbnail variants.
     expected.extend(
         sitehost::image::WEBP_SIBLINGS
             .iter()
@@ -475,15 +475,15 @@ async fn an_unanswerable_outcome_keeps_the_files_for_the_sweeper() {
         .await
         .expect("upload");
     assert_eq!(reply.status, 500, "{}", reply.body);
-    // The original, five variants and three WebP siblings.
-    assert_eq!(stored_files(dir.path()).len(), 9, "the files are kept");
+    // The original, five variants and two WebP siblings.
+    assert_eq!(stored_files(dir.path()).len(), 8, "the files are kept");
     // Later, past the grace period, the sweeper finds no record and removes them.
     let files: SharedFiles =
         Arc::new(sitehost::local::files::LocalFiles::open(dir.path()).expect("files"));
     let report = sweep(store.as_ref(), files.as_ref(), later())
         .await
         .expect("sweep");
-    assert_eq!((report.orphans.len(), report.files_removed), (1, 9));
+    assert_eq!((report.orphans.len(), report.files_removed), (1, 8));
     assert!(stored_files(dir.path()).is_empty());
 }
 

@@ -2137,7 +2137,7 @@ fn the_waf_rule_rate_limits_unsigned_api_requests_per_ip() {
 }
 
 /// Image files (/img/upload/*): the viewer-request function picks the WebP sibling of a
-/// medium, small or thumbnail variant when Accept names image/webp, and normalises Accept
+/// small or thumbnail variant when Accept names image/webp, and normalises Accept
 /// (`image/webp` or none), which the behaviour's cache policy keys on; responses say
 /// `Vary: Accept` and stay nosniff.
 #[test]
@@ -2239,9 +2239,9 @@ fn check_image_files_function_with_node(code: &str) {
     let cases: &[(&str, Option<&str>, &str, Option<&str>)] = &[
         // uri, Accept sent; uri and Accept after the function
         (
-            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             Some(CHROME),
-            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp",
+            "/img/upload/shop-k3v9x0q2m1za--26.small.jpg.webp",
             Some("image/webp"),
         ),
         (
@@ -2258,35 +2258,41 @@ fn check_image_files_function_with_node(code: &str) {
         ),
         // WebP not accepted: the variant, Accept dropped from the cache key.
         (
-            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             Some("image/png,image/*;q=0.8,*/*;q=0.5"),
-            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             None,
         ),
         (
-            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             Some("image/webp;q=0, */*"),
-            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             None,
         ),
         (
-            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             None,
-            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             None,
         ),
-        // No sibling: before the first id, big and large, originals, WebP variants, files
+        // No sibling: before the first id, big, large and medium, originals, WebP variants, files
         // without an id in their name.
         (
-            "/img/upload/shop-k3v9x0q2m1za--19.medium.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--19.small.jpg",
             Some(CHROME),
-            "/img/upload/shop-k3v9x0q2m1za--19.medium.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--19.small.jpg",
             None,
         ),
         (
             "/img/upload/shop-k3v9x0q2m1za--26.big.jpg",
             Some(CHROME),
             "/img/upload/shop-k3v9x0q2m1za--26.big.jpg",
+            None,
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
             None,
         ),
         (

@@ -1,4 +1,4 @@
-//! The WebP siblings of the medium, small and thumbnail variants (`image::WEBP_SIBLINGS`).
+//! The WebP siblings of the small and thumbnail variants (`image::WEBP_SIBLINGS`).
 
 use std::io::Cursor;
 
@@ -23,7 +23,7 @@ fn webp_of(bytes: &[u8]) -> DynamicImage {
 }
 
 #[test]
-fn medium_small_and_thumbnail_get_webp_siblings_of_their_size() {
+fn small_and_thumbnail_get_webp_siblings_of_their_size() {
     let photo = RgbImage::from_fn(1200, 900, |x, y| {
         Rgb([(x % 256) as u8, (y % 256) as u8, ((x * y) % 256) as u8])
     });
@@ -90,7 +90,7 @@ fn webp_originals_and_images_smaller_than_the_boxes() {
         .collect();
     assert_eq!(names, WEBP_SIBLINGS);
     assert_eq!(
-        webp_of(processed.variants[2].webp.as_deref().expect("webp")).dimensions(),
+        webp_of(processed.variants[3].webp.as_deref().expect("webp")).dimensions(),
         (100, 80)
     );
 }
