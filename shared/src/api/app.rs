@@ -208,7 +208,8 @@ impl App {
         let now = self.services.clock.now();
         let headers = &parts.headers;
         let content_type = header(headers, "content-type");
-        let (form_body, body) = if auth::is_form(content_type) {
+        // A form body is read now (its parameters are signed); any other waits for admission.
+        let (form_body, unread) = if auth::is_form(content_type) {
             let form = body
                 .read(auth::MAX_FORM_BODY_BYTES)
                 .await
@@ -245,9 +246,9 @@ impl App {
         progress.authenticated = Some(auth.clone());
         let idempotency_key = idempotency::key_of(headers, route.operation)?;
         self.admit(&auth, route.operation, now).await?;
-        let body = match (form_body, body) {
-            (Some(form), _) => form,
-            (None, Some(body)) => {
+        let body = match unread {
+            None => form_body.unwrap_or_default(),
+            Some(body) => {
                 let body = body.read(max_body).await.map_err(|err| match err {
                     ApiError::TooLarge(_) => too_large(),
                     other => other,
@@ -255,7 +256,6 @@ impl App {
                 progress.body_bytes = body.len();
                 body
             }
-            (None, None) => Bytes::new(),
         };
         let run = self.run(route, &auth, &body, &params);
         match idempotency_key {

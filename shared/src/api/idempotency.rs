@@ -6,11 +6,11 @@
 //! or a 503 after which nothing was written) gives its key back, so its retry runs again.
 
 use bytes::Bytes;
-use http::header::{HeaderValue, LOCATION};
+use http::header::{HeaderValue, CONTENT_TYPE, LOCATION};
 use http::{HeaderMap, Response, StatusCode};
 use sha1::{Digest, Sha1};
 
-use crate::api::{header, json_response, Operation};
+use crate::api::{header, Operation};
 use crate::error::{ApiError, Result};
 use crate::store::{IdempotencyClaim, IdempotencyStore, StoredAnswer};
 
@@ -137,10 +137,11 @@ pub async fn run_once(
 }
 
 fn replay(answer: &StoredAnswer) -> Response<Bytes> {
-    let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
-    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
-    let mut response = json_response(status, &body);
+    // The first answer's bytes, as sent: nothing is parsed or rendered again.
+    let mut response = Response::new(Bytes::from(answer.body.clone()));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     if let Some(location) = answer
         .location
         .as_deref()
