@@ -10,6 +10,7 @@ use zune_jpeg::zune_core::bytestream::ZCursor;
 use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 
+use super::libjpeg;
 use super::sniff::Header;
 use super::{bad_upload, ImageFormat, Limits};
 use crate::error::{ApiError, Result};
@@ -125,10 +126,29 @@ fn over_budget(what: impl std::fmt::Display) -> ApiError {
     ))
 }
 
-/// Decodes the whole image once (the first frame of an animation), in stored orientation.
-/// The header has already been checked against the limits; each decoder's own idea of the
-/// size, read after its header parse, is checked again before it allocates a pixel buffer.
-pub(super) fn decode(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
+/// Decodes the whole image once (the first frame of an animation), in stored orientation,
+/// at least `need` (width, height) in size: a baseline JPEG bigger than that by 8/7 or more
+/// is decoded at a reduced scale (libjpeg.rs), every other image at its full size.
+/// Progressive JPEGs stay with zune-jpeg, whose coefficient buffers the decode budget and
+/// its tests already cover. The header has
+/// already been checked against the limits; each decoder's own idea of the size, read after
+/// its header parse, is checked again before it allocates a pixel buffer.
+pub(super) fn decode(
+    bytes: &[u8],
+    header: &Header,
+    limits: &Limits,
+    need: (u32, u32),
+) -> Result<Pixels> {
+    let baseline = header.jpeg_scan.is_some_and(|scan| !scan.progressive);
+    if baseline {
+        let scale = libjpeg::scale_for(header.width, header.height, need);
+        if scale < 8 {
+            super::sniff::jpeg_check_body(bytes, header)?;
+            if let Some(pixels) = libjpeg::decode(bytes, header, limits, scale)? {
+                return Ok(pixels);
+            }
+        }
+    }
     let pixels = match header.format {
         ImageFormat::Jpeg => decode_jpeg(bytes, header, limits)?,
         ImageFormat::Png => decode_png(bytes, header, limits)?,
@@ -320,29 +340,11 @@ pub(super) fn encode(pixels: &Pixels, format: ImageFormat) -> Result<Vec<u8>> {
 }
 
 fn encode_jpeg(pixels: &Pixels) -> Result<Vec<u8>> {
-    let (width, height) = dims_u16(pixels)?;
-    let color = match pixels.layout {
-        Layout::L8 => jpeg_encoder::ColorType::Luma,
-        Layout::Rgb8 => jpeg_encoder::ColorType::Rgb,
+    match pixels.layout {
+        Layout::L8 | Layout::Rgb8 => libjpeg::encode(pixels),
         // JPEG sources never have alpha; be safe if one does.
-        Layout::La8 | Layout::Rgba8 => {
-            let rgb = flatten(pixels);
-            return encode_jpeg(&rgb);
-        }
-    };
-    // Room for the typical 1-2 bits per pixel without regrowing.
-    let mut out = Vec::with_capacity(pixels.data.len() / 6 + 1024);
-    let mut encoder = jpeg_encoder::Encoder::new(&mut out, QUALITY);
-    // 4:2:0 like libjpeg below Q90, with libjpeg's box-filtered chroma (sharper than nearest).
-    encoder.set_sampling_factor(jpeg_encoder::SamplingFactor::F_2_2);
-    encoder.set_chroma_subsampling_method(jpeg_encoder::ChromaSubsamplingMethod::Average);
-    // Standard Huffman tables like libjpeg's default: optimised ones gained only ~1% here
-    // for ~40% more encoding time.
-    encoder.set_optimized_huffman_tables(false);
-    encoder
-        .encode(&pixels.data, width, height, color)
-        .context("encoding a JPEG variant")?;
-    Ok(out)
+        Layout::La8 | Layout::Rgba8 => libjpeg::encode(&flatten(pixels)),
+    }
 }
 
 fn encode_png(pixels: &Pixels) -> Result<Vec<u8>> {
@@ -407,12 +409,6 @@ pub(super) fn encode_webp_sibling(pixels: &Pixels) -> Result<Vec<u8>> {
         .encode_advanced(&config)
         .map_err(|e| ApiError::internal(format!("encoding a WebP sibling: libwebp {e:?}")))?;
     Ok(memory.to_vec())
-}
-
-fn dims_u16(pixels: &Pixels) -> Result<(u16, u16)> {
-    let w = u16::try_from(pixels.width).context("variant too wide for a JPEG")?;
-    let h = u16::try_from(pixels.height).context("variant too tall for a JPEG")?;
-    Ok((w, h))
 }
 
 /// Grey to RGB.

@@ -1,8 +1,10 @@
 //! The upload image pipeline: detect the type from the bytes, check the header dimensions
 //! against the limits before decoding (the size the decoder itself will use, checked again
-//! after its header parse and before it allocates), decode once, make the five variants
-//! ([`VARIANTS`]) by cascaded Lanczos3 downsampling, turn them upright (EXIF orientation)
-//! and encode them in parallel in the original's format, without metadata. Variants of an
+//! after its header parse and before it allocates), decode once (a baseline JPEG at the
+//! smallest N/8 scale that still covers the biggest variant: libjpeg.rs), make the five
+//! variants ([`VARIANTS`]) by cascaded Lanczos3 downsampling, and turn each upright (EXIF
+//! orientation) and encode it in the original's format, without metadata, on the other
+//! cores while the cascade makes the next one. Variants of an
 //! image with an embedded ICC profile other than sRGB (Display P3, Adobe RGB) are converted
 //! to sRGB after resizing (colour.rs), so that they need no profile.
 //!
@@ -18,6 +20,7 @@ mod codec;
 mod colour;
 #[cfg(test)]
 mod hostile;
+mod libjpeg;
 #[cfg(test)]
 mod proptests;
 mod resize;
@@ -29,11 +32,11 @@ mod tests;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use rayon::prelude::*;
 
 use crate::error::{ApiError, Result};
 use crate::image::{fit, VARIANTS, WEBP_SIBLINGS};
@@ -163,12 +166,15 @@ pub struct Timings {
     pub read: Duration,
     /// Header checks and decoding.
     pub decode: Duration,
-    /// Downsampling, orientation and colour conversion.
+    /// Downsampling: from the decoded image to the last variant made. Orienting, converting
+    /// and encoding the variants already made runs beside it, on the other cores.
     pub resize: Duration,
-    /// The part of `resize` spent on the ICC profile: reading it, building the transform to
-    /// sRGB and converting the variants (zero for an image without a profile).
+    /// Time spent on the ICC profile: reading it, building the transform to sRGB and
+    /// converting the variants, summed over the threads that did it (zero for an image
+    /// without a profile).
     pub colour: Duration,
-    /// Encoding all variants (in parallel).
+    /// What is left after the last resize: finishing the variants' orientation, colour
+    /// and encoding.
     pub encode: Duration,
     pub total: Duration,
 }
@@ -242,8 +248,6 @@ pub fn bench_without_webp_siblings() {
 pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
     let start = Instant::now();
     let (header, info) = inspect_header(bytes, limits)?;
-    let pixels = codec::decode(bytes, &header, limits)?;
-    let decoded = Instant::now();
 
     // Sizes in upright terms, then in stored terms for resizing before rotating: rotating
     // the small variants is much cheaper than rotating the full image.
@@ -259,46 +263,76 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
         }
         which.push(distinct.len() - 1);
     }
+    // The biggest variant, in stored terms, is all the decode has to cover.
+    let pixels = codec::decode(bytes, &header, limits, distinct[0])?;
+    let decoded = Instant::now();
     // The profile is read before the decoded image is handed over (its layout says which
     // transform), and applied to the variants.
     let colour_start = Instant::now();
     let to_srgb = colour::to_srgb(bytes, info.format, pixels.layout);
-    let mut colour_time = colour_start.elapsed();
-    let made = resize::cascade(pixels, &distinct)?;
-    let mut upright: Vec<codec::Pixels> = made
-        .into_par_iter()
-        .map(|p| resize::orient(p, info.orientation))
-        .collect::<Result<_>>()?;
-    if let Some(to_srgb) = &to_srgb {
-        let start = Instant::now();
-        upright.par_iter_mut().for_each(|p| to_srgb.apply(p));
-        colour_time += start.elapsed();
-    }
-    let resized = Instant::now();
+    let colour_nanos = AtomicU64::new(elapsed_nanos(colour_start));
+    let siblings = info.format != ImageFormat::WebP && !WEBP_SIBLINGS_OFF.load(Ordering::Relaxed);
+    let wants_sibling: Vec<bool> = (0..distinct.len())
+        .map(|index| {
+            siblings
+                && VARIANTS
+                    .iter()
+                    .zip(&which)
+                    .any(|(&(name, _), &at)| at == index && WEBP_SIBLINGS.contains(&name))
+        })
+        .collect();
 
-    // One job per distinct variant in the original's format, then the WebP siblings: rayon
-    // runs the small siblings on the core the big variant's encoding leaves idle.
-    let mut jobs: Vec<(usize, bool)> = (0..upright.len()).map(|i| (i, false)).collect();
-    if info.format != ImageFormat::WebP && !WEBP_SIBLINGS_OFF.load(Ordering::Relaxed) {
-        for (&(name, _), &index) in VARIANTS.iter().zip(&which) {
-            if WEBP_SIBLINGS.contains(&name) && !jobs.contains(&(index, true)) {
-                jobs.push((index, true));
-            }
-        }
-    }
-    let encoded: Vec<Vec<u8>> = jobs
-        .par_iter()
-        .map(|&(index, webp)| match webp {
-            false => codec::encode(&upright[index], info.format),
-            true => codec::encode_webp_sibling(&upright[index]),
+    // Each variant is turned upright, converted to sRGB and encoded (its WebP sibling in a
+    // job of its own) while the cascade goes on making the smaller ones: the big variant's
+    // encoding, the longest job, overlaps the rest of the resizing.
+    let made: Vec<OnceLock<Result<Arc<codec::Pixels>>>> =
+        distinct.iter().map(|_| OnceLock::new()).collect();
+    let encoded: Vec<[OnceLock<Result<Vec<u8>>>; 2]> = distinct
+        .iter()
+        .map(|_| [OnceLock::new(), OnceLock::new()])
+        .collect();
+    let (orientation, format) = (info.orientation, info.format);
+    let mut resized = decoded;
+    rayon::scope(|scope| -> Result<()> {
+        resize::cascade(pixels, &distinct, |index, image| {
+            let (made, encoded) = (&made[index], &encoded[index]);
+            let (to_srgb, colour_nanos) = (to_srgb.as_ref(), &colour_nanos);
+            let sibling = wants_sibling[index];
+            scope.spawn(move |scope| {
+                let upright = upright_in_srgb(image, orientation, to_srgb, colour_nanos);
+                if let Ok(upright) = &upright {
+                    if sibling {
+                        let upright = Arc::clone(upright);
+                        scope.spawn(move |_| {
+                            let _ = encoded[1].set(codec::encode_webp_sibling(&upright));
+                        });
+                    }
+                    let _ = encoded[0].set(codec::encode(upright, format));
+                }
+                let _ = made.set(upright);
+            });
+        })?;
+        resized = Instant::now();
+        Ok(())
+    })?;
+    let done = Instant::now();
+    let upright: Vec<Arc<codec::Pixels>> = made
+        .into_iter()
+        .map(|made| {
+            made.into_inner()
+                .unwrap_or_else(|| Err(ApiError::internal("a variant was not made")))
         })
         .collect::<Result<_>>()?;
-    let done = Instant::now();
-    let encoded_as = |index: usize, webp: bool| {
-        jobs.iter()
-            .position(|&job| job == (index, webp))
-            .map(|at| encoded[at].clone())
-    };
+    let encoded: Vec<[Option<Vec<u8>>; 2]> = encoded
+        .into_iter()
+        .map(|[variant, sibling]| {
+            Ok([
+                variant.into_inner().transpose()?,
+                sibling.into_inner().transpose()?,
+            ])
+        })
+        .collect::<Result<_>>()?;
+    let colour_time = Duration::from_nanos(colour_nanos.load(Ordering::Relaxed));
 
     let mut variants = Vec::with_capacity(VARIANTS.len());
     for (&(name, side), &index) in VARIANTS.iter().zip(&which) {
@@ -312,9 +346,12 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
             name,
             width: pixels.width,
             height: pixels.height,
-            bytes: encoded_as(index, false)
+            bytes: encoded[index][0]
+                .clone()
                 .ok_or_else(|| ApiError::internal(format!("variant {name} was not encoded")))?,
-            webp: encoded_as(index, true).filter(|_| WEBP_SIBLINGS.contains(&name)),
+            webp: encoded[index][1]
+                .clone()
+                .filter(|_| WEBP_SIBLINGS.contains(&name)),
         });
     }
     Ok(Processed {
@@ -333,6 +370,31 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
             total: done - start,
         },
     })
+}
+
+/// A made image turned upright and converted to sRGB: the same image when neither applies,
+/// else a copy (or the image itself, once the cascade has let go of it). Time spent on the
+/// colour conversion is added to `colour_nanos`.
+fn upright_in_srgb(
+    image: Arc<codec::Pixels>,
+    orientation: u8,
+    to_srgb: Option<&colour::ToSrgb>,
+    colour_nanos: &AtomicU64,
+) -> Result<Arc<codec::Pixels>> {
+    if !resize::needs_orienting(orientation) && to_srgb.is_none() {
+        return Ok(image);
+    }
+    let mut upright = resize::orient(Arc::unwrap_or_clone(image), orientation)?;
+    if let Some(to_srgb) = to_srgb {
+        let start = Instant::now();
+        to_srgb.apply(&mut upright);
+        colour_nanos.fetch_add(elapsed_nanos(start), Ordering::Relaxed);
+    }
+    Ok(Arc::new(upright))
+}
+
+fn elapsed_nanos(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Benchmark entry (the `variants FILE OUTDIR` command): reads the file and processes it,

@@ -294,8 +294,9 @@ fn check_file(bytes: &[u8]) -> Result<(), TestCaseError> {
             // The decode allocates by the image: its pixels (at most 4 bytes each, twice
             // for a GIF's frame buffer) and a 1 MiB allowance, whatever the metadata.
             let header = sniff::read_header(bytes).expect("inspected");
-            let (decoded, peak) =
-                super::tests::memory::peak(|| codec::decode(bytes, &header, &LIMITS));
+            let (decoded, peak) = super::tests::memory::peak(|| {
+                codec::decode(bytes, &header, &LIMITS, (header.width, header.height))
+            });
             prop_assert!(decoded.is_ok());
             let budget = u64::from(info.width) * u64::from(info.height) * 8 + (1 << 20);
             prop_assert!(peak as u64 <= budget, "decoding took {peak} bytes");

@@ -1,5 +1,7 @@
 //! Variant sizes, cascaded Lanczos3 downsampling and EXIF orientation.
 
+use std::sync::Arc;
+
 use anyhow::Context;
 use fast_image_resize as fir;
 use fir::images::{Image, ImageRef};
@@ -8,33 +10,44 @@ use fir::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use super::codec::{Layout, Pixels};
 use crate::error::{ApiError, Result};
 
-/// Makes every target size (distinct, largest first) from `source`. Each one is downsampled
-/// from the smallest already-made image at least twice its size (or else the source), so
-/// every step is a 2x-or-more Lanczos reduction of a sharp image, and the full-size source
-/// is read only once or twice.
+/// Makes every target size (distinct, largest first) from `source`, and hands each to `each`
+/// with its index as soon as it can: an image without alpha at once, so that its encoding
+/// runs while the smaller ones are made; one with alpha when the cascade is done. Each target
+/// is downsampled from the smallest already-made image at least twice its size (or else the
+/// source), so every step is a 2x-or-more Lanczos reduction of a sharp image, and the
+/// full-size source is read only once or twice.
 ///
 /// With alpha, colours are weighted by it (premultiplied) so that transparent pixels do not
 /// bleed into their neighbours. The source is premultiplied in place, the whole cascade
 /// works on premultiplied images and each result is divided back at the end:
 /// fast_image_resize would otherwise premultiply into a full-size copy of the source at
 /// each step from it (a second 200 MB for a 50 MP RGBA image).
-pub(super) fn cascade(mut source: Pixels, targets: &[(u32, u32)]) -> Result<Vec<Pixels>> {
+pub(super) fn cascade(
+    mut source: Pixels,
+    targets: &[(u32, u32)],
+    mut each: impl FnMut(usize, Arc<Pixels>),
+) -> Result<()> {
     let alpha = matches!(source.layout, Layout::La8 | Layout::Rgba8);
+    if !alpha {
+        cascade_premultiplied(source, targets, |index, image| {
+            each(index, Arc::clone(image))
+        })?;
+        return Ok(());
+    }
     let mul_div = fir::MulDiv::default();
-    if alpha {
+    mul_div
+        .multiply_alpha_inplace(&mut view_mut(&mut source)?)
+        .context("premultiplying alpha")?;
+    let made = cascade_premultiplied(source, targets, |_, _| {})?;
+    for (index, image) in made.into_iter().enumerate() {
+        // The cascade is over: nothing else holds the image, so this moves it.
+        let mut image = Arc::unwrap_or_clone(image);
         mul_div
-            .multiply_alpha_inplace(&mut view_mut(&mut source)?)
-            .context("premultiplying alpha")?;
+            .divide_alpha_inplace(&mut view_mut(&mut image)?)
+            .context("dividing alpha")?;
+        each(index, Arc::new(image));
     }
-    let mut made = cascade_premultiplied(source, targets)?;
-    if alpha {
-        for image in made.iter_mut() {
-            mul_div
-                .divide_alpha_inplace(&mut view_mut(image)?)
-                .context("dividing alpha")?;
-        }
-    }
-    Ok(made)
+    Ok(())
 }
 
 fn pixel_type(layout: Layout) -> PixelType {
@@ -56,13 +69,17 @@ fn view_mut(pixels: &mut Pixels) -> Result<Image<'_>> {
     .context("a pixel buffer that does not match its size")?)
 }
 
-fn cascade_premultiplied(source: Pixels, targets: &[(u32, u32)]) -> Result<Vec<Pixels>> {
+fn cascade_premultiplied(
+    source: Pixels,
+    targets: &[(u32, u32)],
+    mut on_made: impl FnMut(usize, &Arc<Pixels>),
+) -> Result<Vec<Arc<Pixels>>> {
     let mut resizer = Resizer::new();
     // Alpha is handled by `cascade`.
     let options = ResizeOptions::new()
         .resize_alg(ResizeAlg::Convolution(FilterType::Lanczos3))
         .use_alpha(false);
-    let mut made: Vec<Pixels> = Vec::with_capacity(targets.len());
+    let mut made: Vec<Arc<Pixels>> = Vec::with_capacity(targets.len());
     let mut source = Some(source);
     for (i, &(width, height)) in targets.iter().enumerate() {
         let long = width.max(height);
@@ -82,7 +99,7 @@ fn cascade_premultiplied(source: Pixels, targets: &[(u32, u32)]) -> Result<Vec<P
         } else {
             let from = source
                 .as_ref()
-                .or(made.first())
+                .or(made.first().map(|first| &**first))
                 .ok_or_else(|| ApiError::internal("no source left for a variant"))?;
             if (from.width, from.height) == (width, height) {
                 from.clone()
@@ -90,7 +107,8 @@ fn cascade_premultiplied(source: Pixels, targets: &[(u32, u32)]) -> Result<Vec<P
                 resize(&mut resizer, from, width, height, &options)?
             }
         };
-        made.push(next);
+        made.push(Arc::new(next));
+        on_made(i, &made[i]);
         // Free the full-size source as soon as the biggest variant can feed the next one,
         // to keep peak memory down.
         let next_long = targets.get(i + 1).map_or(0, |&(w, h)| w.max(h));
@@ -126,6 +144,11 @@ fn resize(
 /// True if the orientation swaps width and height (5-8).
 pub(super) fn swaps_sides(orientation: u8) -> bool {
     (5..=8).contains(&orientation)
+}
+
+/// False for orientation 1 (and for values outside 1-8, which are ignored).
+pub(super) fn needs_orienting(orientation: u8) -> bool {
+    (2..=8).contains(&orientation)
 }
 
 /// Turns stored pixels upright according to the EXIF orientation (1-8).

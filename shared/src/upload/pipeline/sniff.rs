@@ -24,6 +24,8 @@ pub(super) struct JpegScan {
     /// The first byte of the entropy-coded data.
     data_start: usize,
     segments: usize,
+    /// SOF2: the decoder keeps every coefficient of the image until the last scan.
+    pub progressive: bool,
 }
 
 /// A header's size and orientation as each format's walk finds them.
@@ -303,7 +305,7 @@ fn jpeg_header(b: &[u8]) -> Result<Option<Parsed>> {
                 let (Some(height), Some(width)) = (be16(segment, 1), be16(segment, 3)) else {
                     return Ok(None);
                 };
-                frame = Some((width, height));
+                frame = Some((width, height, marker == 0xC2));
             }
             marker if jpeg_unsupported_frame(marker).is_some() => {
                 let kind = jpeg_unsupported_frame(marker).unwrap_or("unknown");
@@ -314,10 +316,11 @@ fn jpeg_header(b: &[u8]) -> Result<Option<Parsed>> {
             }
             0xDA => {
                 return match frame {
-                    Some((width, height)) => Ok(Some(Parsed {
+                    Some((width, height, progressive)) => Ok(Some(Parsed {
                         jpeg_scan: Some(JpegScan {
                             data_start: pos + len,
                             segments,
+                            progressive,
                         }),
                         ..Parsed::new(width, height, orientation)
                     })),
@@ -348,6 +351,7 @@ pub(super) fn jpeg_check_body(b: &[u8], header: &Header) -> Result<()> {
     let JpegScan {
         data_start: mut pos,
         mut segments,
+        ..
     } = header
         .jpeg_scan
         .ok_or_else(|| ApiError::internal("a JPEG header without its scan position"))?;

@@ -899,7 +899,14 @@ pub(super) mod memory {
 
 /// Decodes with the header as the check reads it, or as given, bypassing the check.
 fn decode_peak(bytes: &[u8], header: sniff::Header) -> (Result<codec::Pixels>, usize) {
-    memory::peak(|| codec::decode(bytes, &header, &Limits::default()))
+    memory::peak(|| {
+        codec::decode(
+            bytes,
+            &header,
+            &Limits::default(),
+            (header.width, header.height),
+        )
+    })
 }
 
 fn png_header_of(width: u32, height: u32) -> sniff::Header {
@@ -1057,8 +1064,11 @@ fn rgba_resize_does_not_copy_the_source() {
         .iter()
         .map(|&(_, side)| fit(2000, 1500, side))
         .collect();
-    let (made, peak) = memory::peak(|| resize::cascade(source, &targets));
-    assert_eq!(made.expect("resizes").len(), VARIANTS.len());
+    let mut made = Vec::new();
+    let (resized, peak) =
+        memory::peak(|| resize::cascade(source, &targets, |_, image| made.push(image)));
+    resized.expect("resizes");
+    assert_eq!(made.len(), VARIANTS.len());
     assert!(peak < 12 * MIB, "resizing took {peak} bytes");
 }
 
