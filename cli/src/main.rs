@@ -51,6 +51,11 @@ enum Command {
         #[command(subcommand)]
         command: FilesCommand,
     },
+    /// Maintains the image records.
+    Images {
+        #[command(subcommand)]
+        command: ImagesCommand,
+    },
     /// Runs the function binaries under a local Lambda Runtime API (scripts/invoke).
     #[command(hide = true)]
     Lambda {
@@ -116,6 +121,18 @@ enum FilesCommand {
         /// S3 bucket of the upload files, with --store dynamodb. Default: SITEHOST_BUCKET.
         #[arg(long)]
         bucket: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImagesCommand {
+    /// DynamoDB only, once after upgrading a stack whose businesses were written before
+    /// images carried logo marks: marks each business's logo image, so that deleting it is
+    /// refused (409) while it is a logo. Reads the whole table once (a Scan); safe to run
+    /// again and while the API serves.
+    MarkLogos {
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -372,6 +389,9 @@ async fn run(cli: Cli) -> Result<()> {
                     store,
                 },
         } => sweep_files(older_than, dry_run, bucket, store).await,
+        Command::Images {
+            command: ImagesCommand::MarkLogos { store },
+        } => mark_logos(store).await,
         Command::Lambda { command } => lambda_runtime::command(command).await,
         Command::Events {
             command:
@@ -473,4 +493,33 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `sitehost images mark-logos`: the DynamoDB store's one-off logo-mark pass.
+async fn mark_logos(store: StoreArgs) -> Result<()> {
+    let config = store.config()?;
+    let StoreKind::DynamoDb { table } = &config.store else {
+        bail!(
+            "mark-logos is for --store dynamodb: the embedded store checks a deleted image \
+             against the businesses themselves, so it has nothing to mark"
+        );
+    };
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let dynamo = sitehost::store::dynamo::DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&aws),
+        table.clone(),
+    );
+    let found = dynamo.mark_existing_logos().await?;
+    println!(
+        "{} businesses with a logo: {} logos marked, {} changed meanwhile (marked by that \
+         write), {} missing",
+        found.businesses,
+        found.marked,
+        found.changed,
+        found.missing.len()
+    );
+    for (business, image) in &found.missing {
+        println!("business {business}: its logo image {image} is gone or another account's");
+    }
+    Ok(())
 }

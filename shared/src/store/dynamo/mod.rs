@@ -24,8 +24,10 @@ mod idempotency;
 mod images;
 mod items;
 mod keys;
+mod logo_marks;
 mod spread;
 
+pub use logo_marks::LogoMarks;
 pub use spread::{COUNTER_LANES, COUNTER_PARTITIONS, ENTRY_SHARDS};
 
 use items::{get_n, get_s, n, record_key, s, Item, Kind, Seq, BY_NAME, NK, PK, SK};

@@ -16,6 +16,7 @@ mod images;
 mod keys_and_nonces;
 mod listing;
 mod locations;
+mod logo_marks;
 
 use crate::support;
 
