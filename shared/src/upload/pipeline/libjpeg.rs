@@ -21,8 +21,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use anyhow::Context;
 use mozjpeg::{ColorSpace, Compress, Decompress};
 
-use super::codec::QUALITY;
-use super::codec::{Layout, Pixels};
+use super::codec::{Layout, Pixels, QUALITY};
 use super::sniff::Header;
 use super::{bad_upload, Limits};
 use crate::error::{ApiError, Result};
@@ -38,7 +37,8 @@ pub(super) fn scale_for(width: u32, height: u32, need: (u32, u32)) -> u8 {
         .unwrap_or(8)
 }
 
-/// Decodes a baseline JPEG at `scale`/8, or `None` if libjpeg would not convert this file's colour space.
+/// Decodes a baseline JPEG at `scale`/8, or `None` if libjpeg would not convert this file's
+/// colour space.
 pub(super) fn decode(
     bytes: &[u8],
     header: &Header,

@@ -4,9 +4,9 @@
 //! smallest N/8 scale that still covers the biggest variant: libjpeg.rs), make the five
 //! variants ([`VARIANTS`]) by cascaded Lanczos3 downsampling, and turn each upright (EXIF
 //! orientation) and encode it in the original's format, without metadata, on the other
-//! cores while the cascade makes the next one. Variants of an
-//! image with an embedded ICC profile other than sRGB (Display P3, Adobe RGB) are converted
-//! to sRGB after resizing (colour.rs), so that they need no profile.
+//! cores while the cascade makes the next one. Variants of an image with an embedded ICC
+//! profile other than sRGB (Display P3, Adobe RGB) are converted to sRGB after resizing
+//! (colour.rs), so that they need no profile.
 //!
 //! Memory follows the image, not a global cap: the header check refuses PNG metadata that
 //! inflates past 1 MiB and chunk floods, a decode may allocate its pixels at 8 bits a
