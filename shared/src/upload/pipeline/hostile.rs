@@ -204,6 +204,25 @@ pub fn jpeg_comments_between_scans(count: usize) -> Vec<u8> {
     bytes
 }
 
+/// A 32x32 progressive JPEG whose last scan (its header and data) is repeated until the
+/// file has `count` scans: each is a pass over every block for the decoder, however small.
+pub fn jpeg_scan_flood(count: usize) -> Vec<u8> {
+    let mut bytes = jpeg(32, 32, true);
+    let mut last_scan = jpeg_marker_at(&bytes, 0xDA).expect("a scan");
+    let mut scans = 1;
+    while let Some(next) = jpeg_marker_at(&bytes[last_scan + 2..], 0xDA) {
+        last_scan += 2 + next;
+        scans += 1;
+    }
+    let end = bytes.len() - 2;
+    let scan = bytes[last_scan..end].to_vec();
+    let flood: Vec<u8> = std::iter::repeat_n(scan, count.saturating_sub(scans))
+        .flatten()
+        .collect();
+    bytes.splice(end..end, flood);
+    bytes
+}
+
 /// The CRC-32 of PNG chunks (table-driven: bomb chunks are hundreds of KB).
 fn crc32(parts: &[&[u8]]) -> u32 {
     let mut table = [0u32; 256];

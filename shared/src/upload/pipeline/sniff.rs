@@ -205,6 +205,14 @@ pub(super) fn le32(b: &[u8], at: usize) -> Option<u32> {
 /// most ~400 full 64 KiB segments), so this refuses only floods.
 pub(super) const MAX_JPEG_SEGMENTS: usize = 1000;
 
+/// Most scans a JPEG may have. Each scan of a progressive file is a pass over every block of
+/// the components it covers, however few bytes it has: a 50 MP greyscale JPEG of 100 nearly
+/// empty scans (541 KB) took 447 ms to decode, against 16 ms for the same image as one
+/// baseline scan (docs/image-pipeline-bench.md). Encoders write up to a dozen or so
+/// (libjpeg's progression: 10 for colour, 6 for grey), so 100 keeps the worst file near
+/// what a real progressive file of the same size costs, and refuses only floods.
+pub(super) const MAX_JPEG_SCANS: usize = 100;
+
 fn jpeg_too_many_segments() -> ApiError {
     bad_upload(format!(
         "the JPEG has more than {MAX_JPEG_SEGMENTS} marker segments (metadata or table blocks); \
@@ -342,7 +350,7 @@ fn jpeg_header(b: &[u8]) -> Result<Option<Parsed>> {
 /// end-of-image marker must come (zune-jpeg, like libjpeg, decodes a truncated file without
 /// error, filling the missing part with grey), and the marker segments between the scans
 /// of a progressive file count towards [`MAX_JPEG_SEGMENTS`] (each costs the decoder a
-/// table rebuild or a copy). Inside entropy-coded data 0xFF is always followed by 0x00
+/// table rebuild or a copy), its scans towards [`MAX_JPEG_SCANS`]. Inside entropy-coded data 0xFF is always followed by 0x00
 /// (stuffing), 0xFF (fill) or a restart marker, so any other FF xx is a marker. Anything
 /// after the first EOI (the second image of an MPF file or a motion photo's video) is not
 /// read. One pass over the compressed bytes, none over pixels.
@@ -355,6 +363,8 @@ pub(super) fn jpeg_check_body(b: &[u8], header: &Header) -> Result<()> {
     } = header
         .jpeg_scan
         .ok_or_else(|| ApiError::internal("a JPEG header without its scan position"))?;
+    // The header walk stopped at the first scan.
+    let mut scans = 1;
     loop {
         // The next marker after entropy-coded data.
         let ff = b
@@ -376,6 +386,15 @@ pub(super) fn jpeg_check_body(b: &[u8], header: &Header) -> Result<()> {
                 segments += 1;
                 if segments > MAX_JPEG_SEGMENTS {
                     return Err(jpeg_too_many_segments());
+                }
+                if marker == 0xDA {
+                    scans += 1;
+                    if scans > MAX_JPEG_SCANS {
+                        return Err(bad_upload(format!(
+                            "the JPEG has more than {MAX_JPEG_SCANS} scans (progressive \
+                             passes); at most {MAX_JPEG_SCANS} are accepted"
+                        )));
+                    }
                 }
                 let len = be16(b, pos + 1).ok_or_else(truncated)? as usize;
                 pos = pos + 1 + len.max(2);

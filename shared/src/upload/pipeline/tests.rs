@@ -768,6 +768,20 @@ fn jpeg_segment_flood_between_progressive_scans_is_refused() {
 }
 
 #[test]
+fn jpeg_scan_flood_is_refused() {
+    // Each scan is a pass over every block: 101 scans are refused before any decoding, a
+    // file of 100 passes the walk (what the decoder then makes of a repeated scan is its
+    // own business: here, any answer but a hang or a panic).
+    let bytes = hostile::jpeg_scan_flood(sniff::MAX_JPEG_SCANS + 1);
+    let err = assert_refused(&bytes, "more than 100 scans");
+    assert_eq!(err.status(), 400);
+    let bytes = hostile::jpeg_scan_flood(sniff::MAX_JPEG_SCANS);
+    let header = sniff::read_header(&bytes).expect("a header");
+    sniff::jpeg_check_body(&bytes, &header).expect("100 scans pass the walk");
+    let _ = process(&bytes, &Limits::default());
+}
+
+#[test]
 fn gif_frame_larger_than_its_screen_is_refused() {
     let bytes = hostile::gif_frame_larger_than_screen(64, 48);
     let err = assert_refused(
