@@ -17,9 +17,28 @@ use crate::store::{scope, BusinessStore, Page};
 /// The counters' kind for businesses.
 const KIND: &str = "business";
 
-const BUSINESS_COLUMNS: &str =
-    "id, account_id, business_name, slug, deleted, partner_business_id, \
-     partner_sub_id, category_id, logo_image_id, user_id, added, modified";
+/// The columns [`business_from_row`] reads, in its order (a macro, so that statements can
+/// be put together with `concat!` at compile time).
+macro_rules! business_columns {
+    () => {
+        "id, account_id, business_name, slug, deleted, partner_business_id, \
+         partner_sub_id, category_id, logo_image_id, user_id, added, modified"
+    };
+}
+
+const BUSINESS_COLUMNS: &str = business_columns!();
+
+/// How many columns [`BUSINESS_COLUMNS`] names: what a query selects after them starts here.
+const BUSINESS_COLUMN_COUNT: usize = 12;
+
+/// A business (by id, in its account), its services and whether it has locations.
+const DETAIL_SQL: &str = concat!(
+    "SELECT ",
+    business_columns!(),
+    ", (SELECT services FROM business_services WHERE business_id = businesses.id), \
+     EXISTS (SELECT 1 FROM locations WHERE business_id = businesses.id) \
+     FROM businesses WHERE id = ?1 AND account_id = ?2"
+);
 
 fn business_from_row(row: &Row) -> rusqlite::Result<Business> {
     Ok(Business {
@@ -120,26 +139,41 @@ fn write_details(tx: &Transaction, detail: &BusinessDetail) -> Result<()> {
     Ok(())
 }
 
-/// The business with its services and locations (in the order they were given).
+/// The business with its services and locations (in the order they were given). One
+/// statement reads the business, its services and whether it has locations; the locations
+/// are a second one, only for a business that has some.
 fn fetch_detail(conn: &Connection, account_id: i64, id: i64) -> Result<Option<BusinessDetail>> {
-    let Some(business) = fetch_business(conn, account_id, id).map_err(db_error)? else {
+    let found = conn
+        .prepare_cached(DETAIL_SQL)
+        .and_then(|mut s| {
+            s.query_row(params![id, account_id], |row| {
+                let business = business_from_row(row)?;
+                let services: Option<String> = row.get(BUSINESS_COLUMN_COUNT)?;
+                let has_locations: bool = row.get(BUSINESS_COLUMN_COUNT + 1)?;
+                Ok((business, services, has_locations))
+            })
+            .optional()
+        })
+        .map_err(db_error)?;
+    let Some((business, services, has_locations)) = found else {
         return Ok(None);
     };
-    let services: Option<String> = conn
-        .prepare_cached("SELECT services FROM business_services WHERE business_id = ?1")
-        .and_then(|mut s| s.query_row(params![id], |row| row.get(0)).optional())
-        .map_err(db_error)?;
     let services = match services {
         Some(text) => serde_json::from_str(&text).map_err(|e| stored_json("services", e))?,
         None => Vec::new(),
     };
-    let rows: Vec<(i64, String)> = conn
-        .prepare_cached("SELECT id, fields FROM locations WHERE business_id = ?1 ORDER BY position")
+    let rows: Vec<(i64, String)> = if has_locations {
+        conn.prepare_cached(
+            "SELECT id, fields FROM locations WHERE business_id = ?1 ORDER BY position",
+        )
         .and_then(|mut s| {
             s.query_map(params![id], |row| Ok((row.get(0)?, row.get(1)?)))?
                 .collect()
         })
-        .map_err(db_error)?;
+        .map_err(db_error)?
+    } else {
+        Vec::new()
+    };
     let mut locations = Vec::with_capacity(rows.len());
     for (location_id, fields) in rows {
         let fields: LocationFields =
