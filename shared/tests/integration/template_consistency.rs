@@ -94,6 +94,16 @@ fn tagged<'a>(value: &'a Value, tag: &str) -> Option<&'a Value> {
     }
 }
 
+/// The resource a `!Ref <logical id>` names, checked to be of type `kind`.
+fn referenced<'a>(resources: &'a Value, value: &Value, kind: &str) -> &'a Value {
+    let id = tagged(value, "Ref")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("{value:?}: expected !Ref <a {kind} of this template>"));
+    let resource = &resources[id];
+    assert_eq!(resource["Type"].as_str(), Some(kind), "{id}");
+    resource
+}
+
 fn str_of<'a>(value: &'a Value, what: &str) -> &'a str {
     value
         .as_str()
@@ -991,13 +1001,10 @@ fn files_are_nosniff_and_custom_domains_need_tls_1_2() {
             .expect("CacheBehaviors"),
     );
     for behaviour in behaviours {
-        let policy_id = tagged(&behaviour["ResponseHeadersPolicyId"], "Ref")
-            .and_then(Value::as_str)
-            .unwrap_or_else(|| panic!("{behaviour:?} has no response headers policy"));
-        let policy = &resources[policy_id];
-        assert_eq!(
-            policy["Type"].as_str(),
-            Some("AWS::CloudFront::ResponseHeadersPolicy")
+        let policy = referenced(
+            resources,
+            &behaviour["ResponseHeadersPolicyId"],
+            "AWS::CloudFront::ResponseHeadersPolicy",
         );
         let security =
             &policy["Properties"]["ResponseHeadersPolicyConfig"]["SecurityHeadersConfig"];
@@ -2157,13 +2164,10 @@ fn image_variants_follow_accept_through_a_normalised_cache_key() {
         Some("redirect-to-https")
     );
 
-    let policy_id = tagged(&files["CachePolicyId"], "Ref")
-        .and_then(Value::as_str)
-        .expect("CachePolicyId: !Ref <a cache policy of this template>");
-    let policy = &resources[policy_id];
-    assert_eq!(
-        policy["Type"].as_str(),
-        Some("AWS::CloudFront::CachePolicy")
+    let policy = referenced(
+        resources,
+        &files["CachePolicyId"],
+        "AWS::CloudFront::CachePolicy",
     );
     let key =
         &policy["Properties"]["CachePolicyConfig"]["ParametersInCacheKeyAndForwardedToOrigin"];

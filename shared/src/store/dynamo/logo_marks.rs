@@ -5,10 +5,10 @@
 //! (`sitehost images mark-logos`, docs/deploy.md). It is the one `Scan` in the code: a
 //! migration, never a request's work.
 
-use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 
 use super::items::{self, n, PK, SK};
-use super::{aws_error, build_error, busy, logo_set, DynamoStore, TxOutcome, MAX_ATTEMPTS};
+use super::{aws_error, build_error, busy, DynamoStore, TxOutcome, MAX_ATTEMPTS};
 use crate::error::{ApiError, Result};
 
 /// What a pass found.
@@ -85,23 +85,12 @@ impl DynamoStore {
                 .expression_attribute_values(":logo", n(logo))
                 .build()
                 .map_err(build_error)?;
-            // The barred item of a deleted image has no account, so it fails too.
-            let mark = Update::builder()
-                .table_name(&self.table)
-                .set_key(Some(items::image_key(logo)))
-                .update_expression("ADD #l :b")
-                .condition_expression("#a = :a")
-                .expression_attribute_names("#l", items::LOGO_OF)
-                .expression_attribute_names("#a", "account_id")
-                .expression_attribute_values(":b", logo_set(business))
-                .expression_attribute_values(":a", n(account))
-                .build()
-                .map_err(build_error)?;
             Ok(vec![
                 TransactWriteItem::builder()
                     .condition_check(still_logo)
                     .build(),
-                TransactWriteItem::builder().update(mark).build(),
+                // The barred item of a deleted image has no account, so it fails too.
+                self.mark_logo(logo, account, None, business)?,
             ])
         };
         match self.transact("mark a logo", MAX_ATTEMPTS, actions).await? {

@@ -139,14 +139,15 @@ pub(super) fn decode(
     limits: &Limits,
     need: (u32, u32),
 ) -> Result<Pixels> {
+    if header.format == ImageFormat::Jpeg {
+        // Before either JPEG decoder sees the image data, once.
+        super::sniff::jpeg_check_body(bytes, header)?;
+    }
     let baseline = header.jpeg_scan.is_some_and(|scan| !scan.progressive);
-    if baseline {
-        let scale = libjpeg::scale_for(header.width, header.height, need);
-        if scale < 8 {
-            super::sniff::jpeg_check_body(bytes, header)?;
-            if let Some(pixels) = libjpeg::decode(bytes, header, limits, scale)? {
-                return Ok(pixels);
-            }
+    let scale = libjpeg::scale_for(header.width, header.height, need);
+    if baseline && scale < 8 {
+        if let Some(pixels) = libjpeg::decode(bytes, header, scale)? {
+            return Ok(pixels);
         }
     }
     let pixels = match header.format {
@@ -177,7 +178,6 @@ fn agree(header: &Header, width: u32, height: u32) -> Result<()> {
 /// zune-jpeg directly (the same decoder `image` uses) to borrow the input without a copy and
 /// to keep greyscale JPEGs single-channel.
 fn decode_jpeg(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
-    super::sniff::jpeg_check_body(bytes, header)?;
     let side = limits.max_side as usize;
     let options = DecoderOptions::default()
         .set_max_width(side)

@@ -21,9 +21,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use anyhow::Context;
 use mozjpeg::{ColorSpace, Compress, Decompress};
 
+use super::bad_upload;
 use super::codec::{Layout, Pixels, QUALITY};
 use super::sniff::Header;
-use super::{bad_upload, Limits};
 use crate::error::{ApiError, Result};
 
 /// The scale numerator (over 8) for a decode at least `need` (width, height) in size: the
@@ -39,15 +39,8 @@ pub(super) fn scale_for(width: u32, height: u32, need: (u32, u32)) -> u8 {
 
 /// Decodes a baseline JPEG at `scale`/8, or `None` if libjpeg would not convert this file's
 /// colour space.
-pub(super) fn decode(
-    bytes: &[u8],
-    header: &Header,
-    limits: &Limits,
-    scale: u8,
-) -> Result<Option<Pixels>> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        decode_unguarded(bytes, header, limits, scale)
-    }));
+pub(super) fn decode(bytes: &[u8], header: &Header, scale: u8) -> Result<Option<Pixels>> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| decode_unguarded(bytes, header, scale)));
     match outcome {
         Ok(result) => result,
         Err(fatal) => Err(bad_upload(format!(
@@ -99,12 +92,9 @@ pub(super) fn encode(pixels: &Pixels) -> Result<Vec<u8>> {
     }
 }
 
-fn decode_unguarded(
-    bytes: &[u8],
-    header: &Header,
-    limits: &Limits,
-    scale: u8,
-) -> Result<Option<Pixels>> {
+/// libjpeg's own reading of the size must be the header's, which was checked against the
+/// limits before: then the scaled output is smaller still.
+fn decode_unguarded(bytes: &[u8], header: &Header, scale: u8) -> Result<Option<Pixels>> {
     let corrupt =
         |e: std::io::Error| bad_upload(format!("the JPEG is corrupt or unsupported: {e}"));
     let mut decoder = Decompress::builder().from_mem(bytes).map_err(corrupt)?;
@@ -115,7 +105,6 @@ fn decode_unguarded(
             header.width, header.height
         )));
     }
-    limits.check(header.width, header.height)?;
     decoder.scale(scale);
     let (layout, started) = match decoder.color_space() {
         ColorSpace::JCS_GRAYSCALE => (Layout::L8, decoder.grayscale()),

@@ -2,7 +2,7 @@
 
 use std::io::Cursor;
 
-use ::image::{DynamicImage, GenericImageView, ImageReader, Rgb, RgbImage, Rgba, RgbaImage};
+use ::image::{DynamicImage, GenericImageView, ImageReader, Rgb, RgbImage};
 
 use super::*;
 
@@ -52,13 +52,7 @@ fn small_and_thumbnail_get_webp_siblings_of_their_size() {
 
 #[test]
 fn webp_siblings_keep_alpha() {
-    let image = RgbaImage::from_fn(400, 300, |x, _| {
-        if x < 200 {
-            Rgba([255, 0, 0, 0])
-        } else {
-            Rgba([0, 255, 0, 255])
-        }
-    });
+    let image = super::tests::half_transparent();
     let bytes = encoded(&DynamicImage::ImageRgba8(image), ::image::ImageFormat::Png);
     let processed = process(&bytes, &Limits::default()).expect("processes");
     let thumbnail = &processed.variants[4];

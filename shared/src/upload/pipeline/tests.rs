@@ -190,16 +190,20 @@ fn variants_carry_no_metadata() {
     }
 }
 
-#[test]
-fn png_variants_keep_alpha() {
-    // Left half fully transparent, right half opaque green.
-    let image = RgbaImage::from_fn(400, 300, |x, _| {
+/// 400x300, the left half fully transparent (red under it), the right half opaque green.
+pub(super) fn half_transparent() -> RgbaImage {
+    RgbaImage::from_fn(400, 300, |x, _| {
         if x < 200 {
             Rgba([255, 0, 0, 0])
         } else {
             Rgba([0, 255, 0, 255])
         }
-    });
+    })
+}
+
+#[test]
+fn png_variants_keep_alpha() {
+    let image = half_transparent();
     let bytes = png(&DynamicImage::ImageRgba8(image));
     let processed = process(&bytes, &Limits::default()).expect("processes");
     let thumbnail = decode(&processed.variants[4].bytes);
