@@ -370,6 +370,22 @@ fn variants(file: &std::path::Path, outdir: &std::path::Path) -> Result<()> {
                 webp.len(),
                 path.display()
             );
+        } else if processed.extension != "webp" {
+            // What the frontend's first request of this sibling costs (operations::siblings):
+            // made from the stored variant, as image-sibling and `serve` make it.
+            let started = std::time::Instant::now();
+            let webp = sitehost::upload::pipeline::webp_sibling_of_variant(&variant.bytes, &limits)
+                .map_err(|e| anyhow::Error::new(e).context(format!("{}.webp", path.display())))?;
+            let took = started.elapsed();
+            let sibling = format!("{}.webp", path.display());
+            std::fs::write(&sibling, &webp).with_context(|| format!("writing {sibling}"))?;
+            println!(
+                "  {:<9} {:>9} {:>9} bytes  {sibling} (WebP sibling, made on first request in {:.1} ms)",
+                "",
+                "",
+                webp.len(),
+                took.as_secs_f64() * 1000.0
+            );
         }
     }
     println!("{}", processed.timings);

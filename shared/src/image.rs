@@ -5,6 +5,9 @@ use serde_json::{json, Map, Value};
 
 use crate::clock::format_timestamp;
 
+/// Where uploads live, relative to the frontend host.
+pub const UPLOAD_PREFIX: &str = "img/upload/";
+
 /// The variants every upload gets: name and the box its longest side is fitted into (never
 /// upscaled), largest first.
 pub const VARIANTS: [(&str, u32); 5] = [
@@ -109,30 +112,36 @@ impl NewImage {
     }
 }
 
-/// The variants that also get a WebP sibling at upload (when the original is not a WebP
-/// already): small and thumbnail add about 6 ms of encoding (under 5%) to a 12 MP photo's
-/// upload; medium's sibling made it 11-14% slower, over the 10% rule, and WebPs of big and
-/// large would add 60-100% (docs/image-pipeline-bench.md, "WebP siblings").
-pub const WEBP_SIBLINGS: [&str; 2] = ["small", "thumbnail"];
+/// The variants whose WebP sibling the upload makes with them (when the original is not a
+/// WebP already): small and thumbnail add about 6 ms of encoding (under 5%) to a 12 MP
+/// photo's upload; medium's sibling made it 11-14% slower, over the 10% rule, and WebPs of
+/// big and large would add 60-100% (docs/image-pipeline-bench.md, "WebP siblings"). The
+/// siblings of the other variants, and of images uploaded before siblings existed, are made
+/// on their first request (`operations::siblings`).
+pub const WEBP_SIBLINGS_AT_UPLOAD: [&str; 2] = ["small", "thumbnail"];
 
 /// The WebP sibling of a variant: `img/upload/a--26.medium.jpg` ->
-/// `img/upload/a--26.medium.jpg.webp` (the function makes the path; which sizes have one is
-/// [`WEBP_SIBLINGS`]). Same file set (the name up to its first dot), so the
+/// `img/upload/a--26.medium.jpg.webp`. Same file set (the name up to its first dot), so the
 /// sweeper and deletes treat it as part of the upload.
 pub fn webp_sibling_path(variant_path: &str) -> String {
     format!("{variant_path}.webp")
 }
 
-/// Whether a stored path is a variant that may have a WebP sibling: the second-to-last
-/// dot-separated part of its file name is one of [`WEBP_SIBLINGS`] and it is not a WebP
-/// itself (`a--26.small.jpg` yes, `a--26.small.webp`, `a--26.medium.jpg`, `a--26.jpg` no).
+/// Whether a stored path is a variant that may have a WebP sibling: a variant
+/// ([`is_variant_path`]) that is not a WebP itself (`a--26.small.jpg`, `a--26.big.png` yes;
+/// `a--26.small.webp`, `a--26.jpg` no). Every such variant has one once it has been asked
+/// for, or from its upload for [`WEBP_SIBLINGS_AT_UPLOAD`].
 pub fn may_have_webp_sibling(path: &str) -> bool {
-    let file = path.rsplit('/').next().unwrap_or_default();
-    let mut parts = file.rsplit('.');
-    let (Some(extension), Some(size), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
-        return false;
-    };
-    WEBP_SIBLINGS.contains(&size) && !extension.eq_ignore_ascii_case("webp")
+    let extension = path.rsplit('.').next().unwrap_or_default();
+    is_variant_path(path) && !extension.eq_ignore_ascii_case("webp")
+}
+
+/// The variant a WebP sibling's path belongs to (`a--26.medium.jpg.webp` ->
+/// `a--26.medium.jpg`), `None` for any other path: the inverse of [`webp_sibling_path`] on
+/// the variants of [`may_have_webp_sibling`].
+pub fn variant_of_webp_sibling(path: &str) -> Option<&str> {
+    path.strip_suffix(".webp")
+        .filter(|variant| may_have_webp_sibling(variant))
 }
 
 /// Whether a stored path is a variant (`<set>.<size>.<ext>`, size one of [`VARIANTS`]).
@@ -233,16 +242,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn webp_siblings_belong_to_small_and_thumbnail_variants() {
+    fn every_variant_but_a_webp_may_have_a_webp_sibling() {
         let original = "img/upload/shop-k3v9x0q2m1za--26.jpg";
         for (name, _) in VARIANTS {
             let variant = variant_path(original, name);
             assert!(is_variant_path(&variant), "{variant}");
-            assert_eq!(
-                may_have_webp_sibling(&variant),
-                WEBP_SIBLINGS.contains(&name),
-                "{variant}"
-            );
+            assert!(may_have_webp_sibling(&variant), "{variant}");
+            let sibling = webp_sibling_path(&variant);
+            assert_eq!(sibling, format!("{variant}.webp"));
+            assert_eq!(variant_of_webp_sibling(&sibling), Some(variant.as_str()));
         }
         assert_eq!(
             webp_sibling_path(&variant_path(original, "small")),
@@ -252,11 +260,21 @@ mod tests {
             original,
             "img/upload/a--26.small.webp",
             "img/upload/a--26.small.jpg.webp",
-            "img/upload/a--26.medium.jpg",
+            "img/upload/a--26.huge.jpg",
             "medium.jpg",
             "img/upload/medium",
         ] {
             assert!(!may_have_webp_sibling(not), "{not}");
+        }
+        for not in [
+            "img/upload/a--26.small.jpg",
+            "img/upload/a--26.jpg.webp",
+            "img/upload/a--26.small.webp.webp",
+            "img/upload/a--26.small.jpg.webp.webp",
+            "img/upload/a--26.huge.jpg.webp",
+            ".webp",
+        ] {
+            assert_eq!(variant_of_webp_sibling(not), None, "{not}");
         }
         assert!(!is_variant_path(original));
         assert!(!is_variant_path("img/upload/a--26.medium.jpg.webp"));

@@ -4,10 +4,12 @@
 
 use anyhow::Context;
 use async_trait::async_trait;
+use aws_sdk_s3::operation::get_object::GetObjectError;
+use aws_sdk_s3::operation::head_object::HeadObjectError;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 
-use crate::error::Result;
+use crate::error::{ApiError, Result};
 use crate::store::files::{FilePage, FileStore, StoredFile, CACHE_CONTROL};
 
 pub struct S3Files {
@@ -49,6 +51,70 @@ impl FileStore for S3Files {
             .await
             .with_context(|| format!("s3 delete {path}"))?;
         Ok(())
+    }
+
+    /// `GetObject`; a missing key is `None` (the function may list the bucket, so S3 says
+    /// NoSuchKey rather than AccessDenied). The size is checked before the body is read.
+    async fn read(&self, path: &str, max_bytes: u64) -> Result<Option<Bytes>> {
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(path)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(GetObjectError::is_no_such_key) =>
+            {
+                return Ok(None)
+            }
+            Err(err) => {
+                return Err(anyhow::Error::new(err)
+                    .context(format!("s3 get {path}"))
+                    .into())
+            }
+        };
+        let size = u64::try_from(out.content_length().unwrap_or_default()).unwrap_or_default();
+        if size > max_bytes {
+            return Err(ApiError::internal(format!(
+                "s3 get {path}: {size} bytes, more than the {max_bytes} allowed"
+            )));
+        }
+        let bytes = out
+            .body
+            .collect()
+            .await
+            .with_context(|| format!("s3 get {path}: reading the body"))?
+            .into_bytes();
+        Ok(Some(bytes))
+    }
+
+    /// `HeadObject`; NotFound is `false`.
+    async fn exists(&self, path: &str) -> Result<bool> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(path)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(HeadObjectError::is_not_found) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(anyhow::Error::new(err)
+                .context(format!("s3 head {path}"))
+                .into()),
+        }
     }
 
     /// One `ListObjectsV2` page (up to 1,000 keys, in key order) with `LastModified`.

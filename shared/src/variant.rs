@@ -2,13 +2,14 @@
 //! `s3.rs`) and `images` (which adds `upload`: pipeline, fetcher). The only module besides
 //! `lib.rs` that names a cargo feature. Each function here answers for every build, so
 //! callers never need a `cfg` of their own. (`local`, the other feature, is reached only
-//! from the `sitehost` command, which always builds it.) Six of the eight Lambda functions
-//! build with none, image-delete with `files`, image-upload with `images`.
+//! from the `sitehost` command, which always builds it.) Six of the nine Lambda functions
+//! build with none, image-delete with `files`, image-upload and image-sibling with `images`.
 
 use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::Result;
+use crate::operations::siblings::WebpSiblings;
 use crate::operations::ImageUploads;
 use crate::store::dynamo::DynamoStore;
 use crate::store::files::SharedFiles;
@@ -21,19 +22,45 @@ pub async fn dynamodb_stores(config: &Config, table: &str) -> Result<Stores> {
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let records = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), table.to_string())
         .with_id_block(config.id_block);
+    Ok(Stores {
+        records: Arc::new(records),
+        files: bucket_files(config, &aws),
+    })
+}
+
+/// The bucket (`SITEHOST_BUCKET`) as the file store, in a build with the S3 file store.
+pub fn bucket_files(config: &Config, aws: &aws_config::SdkConfig) -> Option<SharedFiles> {
     #[cfg(feature = "files")]
-    let files = config.bucket.as_ref().map(|bucket| -> SharedFiles {
+    return config.bucket.as_ref().map(|bucket| -> SharedFiles {
         Arc::new(crate::s3::S3Files::new(
-            aws_sdk_s3::Client::new(&aws),
+            aws_sdk_s3::Client::new(aws),
             bucket.clone(),
         ))
     });
     #[cfg(not(feature = "files"))]
-    let files = None;
-    Ok(Stores {
-        records: Arc::new(records),
-        files,
-    })
+    {
+        let _ = (config, aws);
+        None
+    }
+}
+
+/// WebP siblings made on first request, in a build with the pipeline and a deployment with
+/// a file store.
+pub fn webp_siblings(files: Option<&SharedFiles>) -> Option<WebpSiblings> {
+    #[cfg(feature = "images")]
+    return files.map(|files| {
+        WebpSiblings::new(Arc::clone(files), |variant| {
+            crate::upload::pipeline::webp_sibling_of_variant(
+                variant,
+                &crate::config::ImageLimits::default(),
+            )
+        })
+    });
+    #[cfg(not(feature = "images"))]
+    {
+        let _ = files;
+        None
+    }
 }
 
 /// Image uploads, in a build with the pipeline and a deployment with a file store.

@@ -278,9 +278,9 @@ fn signing_several_files_writes_them_to_a_directory() {
     }
 }
 
-// ---- The eight function binaries under the Runtime API (`sitehost lambda invoke`) ----
+// ---- The nine function binaries under the Runtime API (`sitehost lambda invoke`) ----
 
-const FUNCTIONS: [&str; 8] = [
+const FUNCTIONS: [&str; 9] = [
     "business-list",
     "business-get",
     "business-create",
@@ -289,6 +289,7 @@ const FUNCTIONS: [&str; 8] = [
     "image-get",
     "image-upload",
     "image-delete",
+    "image-sibling",
 ];
 
 /// The function binaries, built for the host next to `sitehost` (target/debug). `cargo
@@ -476,7 +477,7 @@ fn cases() -> Vec<Case> {
 }
 
 #[test]
-fn the_eight_functions_answer_their_events_cold_and_warm() {
+fn the_nine_functions_answer_their_events_cold_and_warm() {
     let (Some(bins), Some(endpoint)) = (function_binaries(), aws_endpoint()) else {
         return;
     };
@@ -606,7 +607,54 @@ fn the_eight_functions_answer_their_events_cold_and_warm() {
             (case.check)(&body, n);
         }
     }
+
+    // image-sibling, behind the frontend rather than the API: its event (unsigned; CloudFront
+    // signs for the function URL) asks for a medium variant's WebP sibling, which it makes
+    // from the variant in the bucket.
+    let variant = work.path().join("medium.jpg");
+    std::fs::write(&variant, jpeg(640, 480)).expect("variant");
+    let put = Command::new(&python)
+        .args([
+            "-c",
+            "import boto3, sys; boto3.client('s3', endpoint_url=sys.argv[1]).put_object(\
+             Bucket=sys.argv[2], Key=sys.argv[3], Body=open(sys.argv[4], 'rb').read(), \
+             ContentType='image/jpeg')",
+            &endpoint,
+            &bucket,
+            "img/upload/shop-k3v9x0q2m1za--1.medium.jpg",
+        ])
+        .arg(&variant)
+        .envs(AWS_ENV)
+        .output()
+        .expect("python runs");
+    assert!(
+        put.status.success(),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+    let event = repo().join("events/image-sibling.json");
+    let (ok, report) = invoke(&bins.join("image-sibling"), &[event.clone(), event], &env);
+    assert!(ok, "image-sibling: {report}");
+    for invocation in report["invocations"].as_array().expect("invocations") {
+        let response = &invocation["response"];
+        assert_eq!(response["statusCode"], 200, "{invocation}");
+        assert_eq!(response["headers"]["content-type"], "image/webp");
+        assert_eq!(response["isBase64Encoded"], true, "{invocation}");
+    }
+    tried.insert("image-sibling");
     assert_eq!(tried.len(), FUNCTIONS.len(), "every function ran");
+}
+
+/// A JPEG of `width` x `height`, as the pipeline would store a variant.
+fn jpeg(width: u32, height: u32) -> Vec<u8> {
+    let pixels = image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([(x % 256) as u8, (y % 256) as u8, 90])
+    });
+    let mut out = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85)
+        .encode_image(&pixels)
+        .expect("JPEG");
+    out
 }
 
 #[test]

@@ -8,6 +8,7 @@ use lambda_http::request::RequestContext;
 use lambda_http::{service_fn, Body, Request, RequestExt, Response};
 
 use crate::api::{App, Operation, PlatformIds};
+use crate::operations::siblings::WebpSiblings;
 
 /// An API Gateway event as the app's request: the same method, URI and headers, the body
 /// as bytes, and the platform's ids for the request log.
@@ -60,31 +61,58 @@ pub async fn run(app: Arc<App>, operation: Operation) -> Result<(), lambda_http:
 }
 
 /// The whole cold start of a function: logs, configuration, store clients, then the
-/// runtime loop for its one operation. A cold start that fails is reported to the Runtime
-/// API's `/runtime/init/error` (lambda_runtime reports only SnapStart failures there), so
-/// Lambda shows the reason as the init error instead of a bare "Runtime exited".
+/// runtime loop for its one operation.
 pub async fn start(operation: Operation) -> Result<(), lambda_http::Error> {
-    // Logging first, with the defaults if its own settings are bad, so that any failure
-    // below (theirs included) is logged as well as reported.
+    let app = cold_start(app_cold_start()).await?;
+    run(Arc::new(app), operation).await
+}
+
+/// The cold start of `image-sibling`, the frontend's maker of WebP siblings (behind the
+/// distribution's origin group, not the API): the bucket as its file store, then the
+/// runtime loop, answering each request with `api::siblings::answer`.
+pub async fn start_webp_siblings() -> Result<(), lambda_http::Error> {
+    let siblings = Arc::new(cold_start(siblings_cold_start()).await?);
+    lambda_http::run(service_fn(move |req: Request| {
+        let siblings = Arc::clone(&siblings);
+        async move {
+            let req = from_lambda(req);
+            let response =
+                crate::api::siblings::answer(&siblings, req.method(), req.uri().path()).await;
+            Ok::<_, Infallible>(to_lambda(response))
+        }
+    }))
+    .await
+}
+
+/// What a failed cold start reports: the Runtime API's error type and the error.
+type ColdStartError = (&'static str, lambda_http::Error);
+
+/// Logging first, with the defaults if its own settings are bad, so that any failure of
+/// `rest` (theirs included) is logged as well as reported. A cold start that fails is
+/// reported to the Runtime API's `/runtime/init/error` (lambda_runtime reports only
+/// SnapStart failures there), so Lambda shows the reason as the init error instead of a
+/// bare "Runtime exited".
+async fn cold_start<T>(
+    rest: impl std::future::Future<Output = Result<T, ColdStartError>>,
+) -> Result<T, lambda_http::Error> {
     let log_settings = crate::config::LogSettings::from_env();
     crate::api::logging::init_lambda(&log_settings.as_ref().cloned().unwrap_or_default());
     let started = match log_settings {
-        Ok(_) => cold_start().await,
+        Ok(_) => rest.await,
         Err(err) => Err(("Sitehost.ConfigInvalid", err.into())),
     };
-    let app = match started {
-        Ok(app) => app,
+    match started {
+        Ok(started) => Ok(started),
         Err((error_type, err)) => {
             let message = crate::error::error_chain(err.as_ref());
             tracing::error!(error = %message, error_type, "cold start failed");
             report_init_error(error_type, &message).await;
-            return Err(err);
+            Err(err)
         }
-    };
-    run(Arc::new(app), operation).await
+    }
 }
 
-async fn cold_start() -> Result<App, (&'static str, lambda_http::Error)> {
+async fn app_cold_start() -> Result<App, ColdStartError> {
     let config = crate::config::Config::from_env(crate::config::Defaults::lambda())
         .map_err(|e| ("Sitehost.ConfigInvalid", e.into()))?;
     let stores = match &config.store {
@@ -97,6 +125,19 @@ async fn cold_start() -> Result<App, (&'static str, lambda_http::Error)> {
     }
     .map_err(|e| ("Sitehost.StoreUnavailable", e.into()))?;
     App::new(stores, config).map_err(|e| ("Sitehost.ConfigInvalid", e.into()))
+}
+
+/// The bucket and the pipeline: no table, no authentication (only the distribution may
+/// invoke the function, through its origin access control).
+async fn siblings_cold_start() -> Result<WebpSiblings, ColdStartError> {
+    let config = crate::config::Config::from_env(crate::config::Defaults::lambda())
+        .map_err(|e| ("Sitehost.ConfigInvalid", e.into()))?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let files = crate::variant::bucket_files(&config, &aws);
+    crate::variant::webp_siblings(files.as_ref()).ok_or((
+        "Sitehost.ConfigInvalid",
+        "image-sibling needs SITEHOST_BUCKET and a build with the image pipeline".into(),
+    ))
 }
 
 /// POSTs `{"errorType", "errorMessage", "stackTrace"}` to `/runtime/init/error`, the

@@ -3,7 +3,9 @@
 //! router that maps paths to operations. `lambda` and `local::server` adapt them.
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::{
+    HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use http::{Method, Response, StatusCode};
 use serde_json::Value;
 
@@ -16,6 +18,7 @@ pub mod idempotency;
 pub mod lambda;
 pub mod logging;
 pub mod request_log;
+pub mod siblings;
 
 pub use app::{App, RequestBody};
 
@@ -71,6 +74,26 @@ pub fn error_response(err: &ApiError) -> Response<Bytes> {
         }
         _ => {}
     }
+    response
+}
+
+/// The answer to a `GET` or `HEAD` of a file (a stored image, the API reference, a WebP
+/// sibling just made): its type and caching, and the content only for a `GET`.
+pub fn file_response(
+    method: &Method,
+    content_type: &'static str,
+    cache_control: &'static str,
+    content: Bytes,
+) -> Response<Bytes> {
+    let body = if method == Method::HEAD {
+        Bytes::new()
+    } else {
+        content
+    };
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static(cache_control));
     response
 }
 

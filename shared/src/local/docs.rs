@@ -42,7 +42,7 @@ Redoc.init("/api/v2/openapi.json", {
 
 /// Always revalidated: the page and document change with the build.
 fn asset(method: &Method, content_type: &'static str, body: Bytes) -> Response<Bytes> {
-    super::file_response(method, content_type, "no-cache", body)
+    crate::api::file_response(method, content_type, "no-cache", body)
 }
 
 /// The reference's answer to a `GET`/`HEAD` of one of its paths; `None` for anything else.

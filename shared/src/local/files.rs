@@ -91,6 +91,30 @@ impl FileStore for LocalFiles {
         }
     }
 
+    async fn read(&self, path: &str, max_bytes: u64) -> Result<Option<Bytes>> {
+        let Some((file, len, _)) = self.open_file(path).await else {
+            return Ok(None);
+        };
+        if len > max_bytes {
+            return Err(ApiError::internal(format!(
+                "{path}: {len} bytes, more than the {max_bytes} allowed"
+            )));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or_default());
+        // Never more than the limit, even if the file grew since it was opened.
+        tokio::io::AsyncReadExt::read_to_end(
+            &mut tokio::io::AsyncReadExt::take(file, max_bytes),
+            &mut bytes,
+        )
+        .await
+        .with_context(|| format!("cannot read {path}"))?;
+        Ok(Some(Bytes::from(bytes)))
+    }
+
+    async fn exists(&self, path: &str) -> Result<bool> {
+        Ok(self.open_file(path).await.is_some())
+    }
+
     /// Every matching file in one page (a local store is small enough), with its mtime.
     async fn list(&self, prefix: &str, _next: Option<String>) -> Result<FilePage> {
         let root = self.root.clone();

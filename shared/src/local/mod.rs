@@ -6,10 +6,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
-use http::{Method, Response};
-
 use crate::config::{Config, StoreKind};
 use crate::error::Result;
 use crate::store::Stores;
@@ -36,24 +32,4 @@ impl Stores {
             files: Some(Arc::new(files::LocalFiles::open(data_dir)?)),
         })
     }
-}
-
-/// What `serve` answers a `GET` or `HEAD` of a file (a stored image, the API reference)
-/// with: its type and caching, and the content only for a `GET`.
-fn file_response(
-    method: &Method,
-    content_type: &'static str,
-    cache_control: &'static str,
-    content: Bytes,
-) -> Response<Bytes> {
-    let body = if method == Method::HEAD {
-        Bytes::new()
-    } else {
-        content
-    };
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static(cache_control));
-    response
 }

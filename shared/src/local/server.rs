@@ -35,6 +35,7 @@ use crate::api::{error_response, App, RequestBody};
 use crate::config::{ServerLimits, StoreKind};
 use crate::error::{ApiError, Result};
 use crate::local::files::LocalFiles;
+use crate::operations::siblings::{Sibling, WebpSiblings};
 
 /// A response as hyper sends it: a whole body in memory, or a file streamed from disk.
 type ServedBody = BoxBody<Bytes, std::io::Error>;
@@ -44,6 +45,8 @@ struct Shared {
     app: Arc<App>,
     /// The embedded store's files, served as the local frontend host.
     local_files: Option<LocalFiles>,
+    /// Makes the WebP siblings not stored yet, in a build with the image pipeline.
+    siblings: Option<WebpSiblings>,
     limits: ServerLimits,
 }
 
@@ -69,11 +72,13 @@ pub fn accepts_webp(accept: &str) -> bool {
 }
 
 /// A stored file, when `sitehost serve` is the frontend host: `GET /img/upload/x.jpg`.
-/// A variant's path is answered with its WebP sibling when the client accepts WebP and the
-/// sibling exists (otherwise with the variant itself, never an error), and always with
-/// `Vary: Accept`, as the deployed frontend does (template.yaml, `ImageFilesFunction`).
+/// A variant's path is answered with its WebP sibling when the client accepts WebP: the
+/// stored one, or one made now and stored (`operations::siblings`), as the deployed
+/// frontend's origin group does. When none can be made the variant itself is answered, never
+/// an error. Variants always carry `Vary: Accept` (template.yaml, `ImageFilesFunction`).
 async fn serve_file(
     files: Option<&LocalFiles>,
+    siblings: Option<&WebpSiblings>,
     method: &http::Method,
     path: &str,
     accept: Option<&str>,
@@ -86,23 +91,26 @@ async fn serve_file(
         .decode_utf8()
         .ok()?;
     let variant = crate::image::is_variant_path(&decoded);
-    let sibling = match accept {
-        Some(accept) if crate::image::may_have_webp_sibling(&decoded) && accepts_webp(accept) => {
-            files
-                .open_file(&crate::image::webp_sibling_path(&decoded))
-                .await
-        }
-        _ => None,
-    };
-    let opened = match sibling {
-        Some(found) => Some(found),
-        None => files.open_file(&decoded).await,
-    };
-    let Some((file, len, content_type)) = opened else {
+    let mut content = None;
+    if accept.is_some_and(accepts_webp) && crate::image::may_have_webp_sibling(&decoded) {
+        let sibling = crate::image::webp_sibling_path(&decoded);
+        content = match files.open_file(&sibling).await {
+            Some(stored) => Some(Content::File(stored)),
+            None => made_sibling(siblings, &sibling).await.map(Content::Made),
+        };
+    }
+    if content.is_none() {
+        content = files.open_file(&decoded).await.map(Content::File);
+    }
+    let Some(content) = content else {
         let missing = error_response(&ApiError::NotFound(format!("no file at {path}")));
         return Some(missing.map(whole));
     };
-    let head = super::file_response(
+    let (content_type, len) = match &content {
+        Content::File((_, len, content_type)) => (*content_type, *len),
+        Content::Made(webp) => ("image/webp", webp.len() as u64),
+    };
+    let head = crate::api::file_response(
         method,
         content_type,
         crate::store::files::CACHE_CONTROL,
@@ -115,13 +123,34 @@ async fn serve_file(
             .headers
             .insert(VARY, HeaderValue::from_static("Accept"));
     }
-    let body = if method == http::Method::HEAD {
-        whole(Bytes::new())
-    } else {
-        let chunks = tokio_util::io::ReaderStream::with_capacity(file, FILE_CHUNK_BYTES);
-        BodyExt::boxed(StreamBody::new(chunks.map_ok(Frame::data)))
+    let body = match content {
+        _ if method == http::Method::HEAD => whole(Bytes::new()),
+        Content::Made(webp) => whole(webp),
+        Content::File((file, ..)) => {
+            let chunks = tokio_util::io::ReaderStream::with_capacity(file, FILE_CHUNK_BYTES);
+            BodyExt::boxed(StreamBody::new(chunks.map_ok(Frame::data)))
+        }
     };
     Some(Response::from_parts(parts, body))
+}
+
+/// What a file answer sends: a stored file, streamed, or a WebP sibling just made.
+enum Content {
+    File((tokio::fs::File, u64, &'static str)),
+    Made(Bytes),
+}
+
+/// The sibling at `sibling_path`, made and stored now; `None` (the variant is answered)
+/// when there is no variant, it cannot be encoded, or the store failed (logged).
+async fn made_sibling(siblings: Option<&WebpSiblings>, sibling_path: &str) -> Option<Bytes> {
+    match siblings?.make(sibling_path.trim_start_matches('/')).await {
+        Ok(Sibling::Made(webp)) => Some(webp),
+        Ok(Sibling::Missing | Sibling::Variant { .. }) => None,
+        Err(err) => {
+            tracing::warn!(sibling_path, error = %crate::error::error_chain(&err), "a WebP sibling could not be made; the variant is answered");
+            None
+        }
+    }
 }
 
 fn whole(bytes: Bytes) -> ServedBody {
@@ -181,6 +210,7 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> Response<ServedBo
         .and_then(|v| v.to_str().ok());
     if let Some(response) = serve_file(
         shared.local_files.as_ref(),
+        shared.siblings.as_ref(),
         req.method(),
         req.uri().path(),
         accept,
@@ -296,10 +326,14 @@ pub async fn serve(
         },
         StoreKind::DynamoDb { .. } => None,
     };
+    let siblings = local_files
+        .as_ref()
+        .and_then(|_| crate::variant::webp_siblings(app.services.files.as_ref()));
     let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let shared = Arc::new(Shared {
         app,
         local_files,
+        siblings,
         limits,
     });
     let mut backoff = AcceptBackoff::default();
@@ -421,19 +455,30 @@ mod tests {
         }
     }
 
+    /// Stands in for the pipeline (tested on its own in `upload::pipeline`): `made:` and the
+    /// variant's bytes, or a failure for a variant that starts with `bad`.
+    fn fake_webp(variant: &[u8]) -> crate::error::Result<Vec<u8>> {
+        if variant.starts_with(b"bad") {
+            return Err(ApiError::internal("not an image"));
+        }
+        Ok([&b"made:"[..], variant].concat())
+    }
+
     #[tokio::test]
     async fn variants_are_answered_with_their_webp_sibling_when_accepted() {
         let dir = tempfile::tempdir().expect("dir");
         let files = LocalFiles::open(dir.path()).expect("files");
+        let siblings = WebpSiblings::new(
+            Arc::new(LocalFiles::open(dir.path()).expect("files")),
+            fake_webp,
+        );
         let set = "img/upload/a-b--7";
         for (path, bytes) in [
             (format!("{set}.jpg"), &b"original"[..]),
             (format!("{set}.small.jpg"), b"small jpeg"),
             (format!("{set}.small.jpg.webp"), b"webp"),
-            (format!("{set}.big.jpg"), b"big jpeg"),
+            (format!("{set}.big.jpg"), b"bad big jpeg"),
             (format!("{set}.medium.jpg"), b"medium jpeg"),
-            // Left by an upload from when medium had a sibling: not served.
-            (format!("{set}.medium.jpg.webp"), b"old webp"),
             (format!("{set}.thumbnail.jpg"), b"thumbnail jpeg"),
         ] {
             crate::store::files::FileStore::put(&files, &path, Bytes::from(bytes), "x")
@@ -442,11 +487,17 @@ mod tests {
         }
         let chrome = "image/avif,image/webp,image/apng,image/*,*/*;q=0.8";
         let get = |path: String, accept: Option<&'static str>| {
-            let files = &files;
+            let (files, siblings) = (&files, &siblings);
             async move {
-                let response = serve_file(Some(files), &http::Method::GET, &path, accept)
-                    .await
-                    .expect("a file answer");
+                let response = serve_file(
+                    Some(files),
+                    Some(siblings),
+                    &http::Method::GET,
+                    &path,
+                    accept,
+                )
+                .await
+                .expect("a file answer");
                 let (parts, body) = response.into_parts();
                 let body = body.collect().await.expect("body").to_bytes();
                 let header = |name| {
@@ -464,7 +515,7 @@ mod tests {
             }
         };
         let text = |s: &str| Some(s.to_string());
-        // Accepted and made: the sibling.
+        // Accepted and stored: the sibling.
         let (status, kind, vary, body) = get(format!("/{set}.small.jpg"), Some(chrome)).await;
         assert_eq!(
             (status, kind, vary),
@@ -480,23 +531,39 @@ mod tests {
             );
             assert_eq!(&body[..], b"small jpeg", "{accept:?}");
         }
-        // A size without siblings, and one whose sibling is not there (an image from
-        // before them): the variant, never an error.
-        for size in ["big", "medium", "thumbnail"] {
-            let (status, kind, vary, body) = get(format!("/{set}.{size}.jpg"), Some(chrome)).await;
+        // Accepted and not stored yet: made, stored, answered; then answered from storage.
+        for _ in 0..2 {
+            let (status, kind, vary, body) = get(format!("/{set}.medium.jpg"), Some(chrome)).await;
             assert_eq!(
                 (status, kind, vary),
-                (200, text("image/jpeg"), text("Accept"))
+                (200, text("image/webp"), text("Accept"))
             );
-            assert_eq!(&body[..], format!("{size} jpeg").as_bytes());
+            assert_eq!(&body[..], b"made:medium jpeg");
         }
+        let stored = std::fs::read(dir.path().join(format!("files/{set}.medium.jpg.webp")));
+        assert_eq!(stored.expect("stored sibling"), b"made:medium jpeg");
+        // One that cannot be made: the variant, never an error, and nothing stored.
+        let (status, kind, vary, body) = get(format!("/{set}.big.jpg"), Some(chrome)).await;
+        assert_eq!(
+            (status, kind, vary),
+            (200, text("image/jpeg"), text("Accept"))
+        );
+        assert_eq!(&body[..], b"bad big jpeg");
+        assert!(!dir
+            .path()
+            .join(format!("files/{set}.big.jpg.webp"))
+            .exists());
         // The original has no sibling and does not vary.
         let (status, kind, vary, body) = get(format!("/{set}.jpg"), Some(chrome)).await;
         assert_eq!((status, kind, vary), (200, text("image/jpeg"), None));
         assert_eq!(&body[..], b"original");
-        // A missing variant is a 404 whatever the Accept.
+        // A missing variant is a 404 whatever the Accept, and leaves no sibling.
         let (status, ..) = get(format!("/{set}.large.jpg"), Some(chrome)).await;
         assert_eq!(status, 404);
+        assert!(!dir
+            .path()
+            .join(format!("files/{set}.large.jpg.webp"))
+            .exists());
     }
 
     #[test]

@@ -97,8 +97,8 @@ pub async fn delete(services: &Services, caller: &Caller, id: i64) -> Result<Rep
         .ok_or_else(|| ApiError::NotFound(format!("no image with id {id}")))?;
     match &services.files {
         Some(files) => {
-            // The WebP siblings too (`image::WEBP_SIBLINGS`; images from before them have
-            // none, and removing a missing file is not an error).
+            // Every variant's WebP sibling too: made at upload or on first request, or never
+            // (removing a missing file is not an error).
             let paths = std::iter::once(image.path.clone()).chain(image.variants().flat_map(
                 |(_, path, _)| {
                     let sibling = crate::image::may_have_webp_sibling(&path)

@@ -5,6 +5,7 @@
 pub mod business;
 pub mod images;
 pub mod listing;
+pub mod siblings;
 pub mod upload_stats;
 
 use std::sync::Arc;

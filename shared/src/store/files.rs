@@ -16,6 +16,20 @@ pub trait FileStore: Send + Sync {
     async fn put(&self, path: &str, bytes: Bytes, content_type: &str) -> Result<()>;
     /// Removes a file; removing a missing file is not an error.
     async fn delete(&self, path: &str) -> Result<()>;
+    /// A stored file's bytes, `None` when there is no file at `path`; a file of more than
+    /// `max_bytes` is an error, never read. For the WebP siblings made on first request
+    /// (`operations::siblings`); stores that cannot read refuse.
+    async fn read(&self, path: &str, max_bytes: u64) -> Result<Option<Bytes>> {
+        let _ = (path, max_bytes);
+        Err(ApiError::internal("this file store cannot read its files"))
+    }
+    /// Whether a file exists at `path`.
+    async fn exists(&self, path: &str) -> Result<bool> {
+        let _ = path;
+        Err(ApiError::internal(
+            "this file store cannot look up its files",
+        ))
+    }
     /// One page of the files whose paths start with `prefix`, in byte order of their paths,
     /// continuing after the `next` of the previous page (`None`: from the start). For the
     /// orphan sweeper (`sitehost files sweep`); stores that cannot list refuse.

@@ -23,7 +23,7 @@ use crate::account::Caller;
 use crate::business::Business;
 use crate::config::{byte_size, larger_images_by_url, Config};
 use crate::error::{ApiError, FieldErrors, Result};
-use crate::image::{variant_path, webp_sibling_path, Image, NewImage};
+use crate::image::{variant_path, webp_sibling_path, Image, NewImage, UPLOAD_PREFIX};
 use crate::operations::upload_stats::record_upload;
 use crate::operations::{ImageUploads, Reply, Services};
 use crate::store::files::SharedFiles;
@@ -61,8 +61,6 @@ impl ImageUploads for Uploads {
     }
 }
 
-/// Where uploads live, relative to the frontend host.
-pub const UPLOAD_PREFIX: &str = "img/upload/";
 const MAX_STEM_CHARS: usize = 40;
 
 /// Standard alphabet, padding optional: clients differ in whether they pad.

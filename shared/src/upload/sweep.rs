@@ -12,9 +12,10 @@
 //!   under the prefix) are never touched.
 
 use crate::error::Result;
+use crate::image::UPLOAD_PREFIX;
 use crate::store::files::{FileStore, StoredFile};
 use crate::store::ImageStore;
-use crate::upload::{upload_file_set, UPLOAD_PREFIX};
+use crate::upload::upload_file_set;
 
 /// The shortest grace period accepted: the upload timeout (29 s) with a wide margin for
 /// clock skew between this machine and the file store.

@@ -151,6 +151,49 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
         .await
         .expect("get");
     assert_eq!(detail.body["image"], by_base64.body["image"]);
+
+    // The medium variant's WebP sibling, made on its first request as the image-sibling
+    // function makes it: read from S3, encoded, stored with the files' headers.
+    let siblings =
+        sitehost::variant::webp_siblings(Some(&aws.files())).expect("a build with images");
+    let medium = by_url.body["sizes"]["medium"].as_str().expect("path");
+    let made =
+        sitehost::api::siblings::answer(&siblings, &http::Method::GET, &format!("/{medium}.webp"))
+            .await;
+    assert_eq!(made.status(), 200);
+    let webp =
+        image::load_from_memory_with_format(made.body(), image::ImageFormat::WebP).expect("a WebP");
+    assert_eq!((webp.width(), webp.height()), (480, 640));
+    let stored = aws
+        .s3
+        .head_object()
+        .bucket(&aws.bucket)
+        .key(format!("{medium}.webp"))
+        .send()
+        .await
+        .expect("head of the medium variant's WebP sibling");
+    assert_eq!(stored.content_type(), Some("image/webp"));
+    assert_eq!(stored.cache_control(), Some(CACHE_CONTROL));
+    // A variant S3 does not have (NoSuchKey, not an error) has no sibling.
+    let missing = sitehost::api::siblings::answer(
+        &siblings,
+        &http::Method::GET,
+        &format!("/{}.webp", medium.replace(".medium.", ".large.x")),
+    )
+    .await;
+    assert_eq!(missing.status(), 404);
+    // Deleting the image removes the sibling made on request with its other files.
+    let deleted = client
+        .send(
+            "DELETE",
+            &format!("/api/v2/images/{}/", by_url.body["id"]),
+            None,
+        )
+        .await
+        .expect("delete");
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    let left: Vec<String> = aws.object_keys().await;
+    assert_eq!(left.len(), 8, "only the other image's files: {left:?}");
     aws.table.delete().await;
 }
 

@@ -438,7 +438,7 @@ async fn a_record_written_before_the_error_makes_the_upload_succeed_with_its_fil
         .collect();
     // The WebP siblings of the small and thumbnail variants.
     expected.extend(
-        sitehost::image::WEBP_SIBLINGS
+        sitehost::image::WEBP_SIBLINGS_AT_UPLOAD
             .iter()
             .map(|size| sitehost::image::webp_sibling_path(&variant_path(&path, size))),
     );

@@ -516,3 +516,55 @@ async fn the_default_route_answers_our_404_and_405() {
         assert!(body["error"].is_string(), "{method} {path}: {body}");
     }
 }
+
+/// events/image-sibling.json: what CloudFront's origin group sends image-sibling's
+/// function URL (signed by its origin access control) when the bucket has no WebP sibling
+/// of a medium variant. The function answers it with the sibling, base64-encoded, and
+/// stores it; an event for a variant that does not exist is our JSON 404.
+#[tokio::test]
+async fn the_function_url_event_gets_a_variant_its_webp_sibling() {
+    let text = std::fs::read_to_string(events_dir().join("image-sibling.json")).expect("event");
+    let dir = tempfile::tempdir().expect("dir");
+    let files: sitehost::store::files::SharedFiles =
+        Arc::new(sitehost::local::files::LocalFiles::open(dir.path()).expect("files"));
+    let variant = "img/upload/shop-k3v9x0q2m1za--1.medium.jpg";
+    files
+        .put(variant, support::media::jpeg(640, 480).into(), "image/jpeg")
+        .await
+        .expect("put");
+    let siblings = sitehost::variant::webp_siblings(Some(&files)).expect("a build with images");
+    let answer = |text: String| {
+        let siblings = &siblings;
+        async move {
+            let request = lambda::from_lambda(
+                lambda_http::request::from_str(&text).expect("a function URL event"),
+            );
+            lambda::to_lambda(
+                sitehost::api::siblings::answer(siblings, request.method(), request.uri().path())
+                    .await,
+            )
+        }
+    };
+
+    let response = answer(text.clone()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "image/webp");
+    let lambda_http::Body::Binary(webp) = response.body() else {
+        panic!("a binary body (base64 in the function's answer)");
+    };
+    let sibling =
+        image::load_from_memory_with_format(webp, image::ImageFormat::WebP).expect("a WebP");
+    assert_eq!((sibling.width(), sibling.height()), (640, 480));
+    assert!(files
+        .exists(&format!("{variant}.webp"))
+        .await
+        .expect("exists"));
+
+    let other = text.replace("--1.medium.jpg.webp", "--2.medium.jpg.webp");
+    let response = answer(other).await;
+    assert_eq!(response.status(), 404);
+    let lambda_http::Body::Text(body) = response.body() else {
+        panic!("a JSON body");
+    };
+    assert!(body.contains("no file at /img/upload/shop-k3v9x0q2m1za--2.medium.jpg.webp"));
+}

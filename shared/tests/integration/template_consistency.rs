@@ -42,7 +42,14 @@ const SET_FOR_ALL: &[&str] = &[
 ];
 
 /// Needed by some functions only (function directory names).
-const SET_FOR: &[(&str, &[&str])] = &[("SITEHOST_BUCKET", &["image-upload", "image-delete"])];
+const SET_FOR: &[(&str, &[&str])] = &[(
+    "SITEHOST_BUCKET",
+    &["image-upload", "image-delete", "image-sibling"],
+)];
+
+/// Functions that serve no API operation: image-sibling answers the frontend's image
+/// origin group (a function URL), not the HTTP API.
+const FRONTEND_FUNCTIONS: &[&str] = &["image-sibling"];
 
 /// Optional: unset, the code's default applies. docs/deploy.md lists each with its default.
 const OPTIONAL: &[&str] = &[
@@ -240,6 +247,14 @@ fn functions(template: &Value) -> Vec<Function> {
     functions
 }
 
+/// The functions of the API's operations (all but [`FRONTEND_FUNCTIONS`]).
+fn api_functions(template: &Value) -> Vec<Function> {
+    functions(template)
+        .into_iter()
+        .filter(|f| !FRONTEND_FUNCTIONS.contains(&f.dir.as_str()))
+        .collect()
+}
+
 /// `/api/v2/businesses/{id}/` => `/api/v2/businesses/1/`.
 fn concrete(path: &str) -> String {
     path.replace("{id}", "1")
@@ -248,7 +263,7 @@ fn concrete(path: &str) -> String {
 #[test]
 fn every_template_route_is_served_by_its_functions_operation() {
     let template = template();
-    for function in functions(&template) {
+    for function in api_functions(&template) {
         let operation = operation_for_dir(&function.dir);
         let routes = function.routes();
         assert!(
@@ -340,7 +355,11 @@ fn each_operation_has_one_function_and_code_uri_is_a_workspace_member() {
     let functions = functions(&template);
     let dirs: BTreeSet<&str> = functions.iter().map(|f| f.dir.as_str()).collect();
     assert_eq!(dirs.len(), functions.len(), "two functions share a CodeUri");
-    let expected: BTreeSet<String> = Operation::ALL.into_iter().map(kebab).collect();
+    let expected: BTreeSet<String> = Operation::ALL
+        .into_iter()
+        .map(kebab)
+        .chain(FRONTEND_FUNCTIONS.iter().map(|d| d.to_string()))
+        .collect();
     let found: BTreeSet<String> = dirs.iter().map(|d| d.to_string()).collect();
     assert_eq!(
         found, expected,
@@ -387,6 +406,19 @@ fn each_operation_has_one_function_and_code_uri_is_a_workspace_member() {
             function.logical_id
         );
         let main = std::fs::read_to_string(dir.join("src/main.rs")).expect("main.rs");
+        if FRONTEND_FUNCTIONS.contains(&function.dir.as_str()) {
+            assert!(
+                !main.contains("Operation::"),
+                "{}: serves no operation",
+                function.logical_id
+            );
+            assert!(
+                function.routes().is_empty(),
+                "{}: not behind the API",
+                function.logical_id
+            );
+            continue;
+        }
         let operation = format!("Operation::{:?}", operation_for_dir(&function.dir));
         assert!(
             main.contains(&operation),
@@ -770,8 +802,12 @@ fn each_function_may_touch_only_the_items_it_uses() {
     let template = template();
     let functions = functions(&template);
     for function in &functions {
-        let operation = operation_for_dir(&function.dir);
         let grants = table_grants(function);
+        if FRONTEND_FUNCTIONS.contains(&function.dir.as_str()) {
+            assert!(grants.is_empty(), "{}: no table", function.logical_id);
+            continue;
+        }
+        let operation = operation_for_dir(&function.dir);
         let (_, expected) = ALLOWED
             .iter()
             .find(|(dir, _)| *dir == function.dir)
@@ -841,8 +877,10 @@ fn each_function_may_touch_only_the_items_it_uses() {
 }
 
 #[test]
-fn only_image_upload_and_delete_touch_the_bucket_and_only_its_upload_prefix() {
+fn only_the_image_functions_touch_the_bucket_and_only_its_upload_prefix() {
     let template = template();
+    let prefix = "${FilesBucket.Arn}/img/upload/*";
+    let siblings = "${FilesBucket.Arn}/img/upload/*.webp";
     for function in functions(&template) {
         for statement in function.statements() {
             let sid = statement["Sid"].as_str().unwrap_or("?");
@@ -856,22 +894,28 @@ fn only_image_upload_and_delete_touch_the_bucket_and_only_its_upload_prefix() {
                     continue;
                 }
                 // image-upload writes files (and removes them when its record fails);
-                // image-delete only removes them.
-                let allowed: &[&str] = match operation_for_dir(&function.dir) {
-                    Operation::ImageUpload => &["s3:PutObject", "s3:DeleteObject"],
-                    Operation::ImageDelete => &["s3:DeleteObject"],
+                // image-delete only removes them; image-sibling reads variants and writes
+                // (or removes again) only WebP siblings. ListBucket, on the bucket itself,
+                // lets image-sibling tell a missing variant (404) from a refusal.
+                let allowed: &[(&str, &str)] = match function.dir.as_str() {
+                    "image-upload" => &[("s3:PutObject", prefix), ("s3:DeleteObject", prefix)],
+                    "image-delete" => &[("s3:DeleteObject", prefix)],
+                    "image-sibling" => &[
+                        ("s3:GetObject", prefix),
+                        ("s3:ListBucket", "FilesBucket.Arn"),
+                        ("s3:PutObject", siblings),
+                        ("s3:DeleteObject", siblings),
+                    ],
                     _ => &[],
                 };
-                assert!(
-                    allowed.contains(&action.as_str()),
-                    "{}: {sid} grants {action}",
-                    function.logical_id
-                );
                 for resource in resources(statement) {
-                    assert_eq!(
-                        tagged(resource, "Sub").and_then(Value::as_str),
-                        Some("${FilesBucket.Arn}/img/upload/*"),
-                        "{}: {sid}: S3 writes are limited to the upload prefix",
+                    let named = tagged(resource, "Sub")
+                        .or_else(|| tagged(resource, "GetAtt"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("?");
+                    assert!(
+                        allowed.contains(&(action.as_str(), named)),
+                        "{}: {sid} grants {action} on {named}",
                         function.logical_id
                     );
                 }
@@ -881,44 +925,66 @@ fn only_image_upload_and_delete_touch_the_bucket_and_only_its_upload_prefix() {
 }
 
 #[test]
-fn image_upload_has_reserved_concurrency() {
+fn image_upload_and_sibling_making_have_reserved_concurrency() {
     let template = template();
-    let parameter = &template["Parameters"]["ImageUploadReservedConcurrency"];
-    assert_eq!(parameter["Type"].as_str(), Some("Number"));
-    let default = parameter["Default"].as_u64().expect("a numeric default");
-    assert!(
-        (1..=100).contains(&default),
-        "a default that caps uploads: {default}"
-    );
-    assert_eq!(parameter["MinValue"].as_u64(), Some(0));
-    // 0 means unreserved: CloudFormation would read it as "throttle every upload".
-    let condition = &template["Conditions"]["ReserveUploadConcurrency"];
-    let not = tagged(condition, "Not")
-        .and_then(Value::as_sequence)
-        .expect("ReserveUploadConcurrency: !Not [...]");
-    let equals = tagged(&not[0], "Equals")
-        .and_then(Value::as_sequence)
-        .expect("!Not [!Equals [...]]");
-    assert_eq!(
-        tagged(&equals[0], "Ref").and_then(Value::as_str),
-        Some("ImageUploadReservedConcurrency")
-    );
-    assert_eq!(equals[1].as_u64(), Some(0));
+    // function directory, its parameter, the condition that reserves when it is not 0
+    let capped = [
+        (
+            "image-upload",
+            "ImageUploadReservedConcurrency",
+            "ReserveUploadConcurrency",
+        ),
+        (
+            "image-sibling",
+            "ImageSiblingReservedConcurrency",
+            "ReserveSiblingConcurrency",
+        ),
+    ];
+    for (_, parameter_name, condition_name) in capped {
+        let parameter = &template["Parameters"][parameter_name];
+        assert_eq!(parameter["Type"].as_str(), Some("Number"));
+        let default = parameter["Default"].as_u64().expect("a numeric default");
+        assert!(
+            (1..=100).contains(&default),
+            "{parameter_name}: a default that caps: {default}"
+        );
+        assert_eq!(parameter["MinValue"].as_u64(), Some(0));
+        // 0 means unreserved: CloudFormation would read it as "throttle every call".
+        let condition = &template["Conditions"][condition_name];
+        let not = tagged(condition, "Not")
+            .and_then(Value::as_sequence)
+            .unwrap_or_else(|| panic!("{condition_name}: !Not [...]"));
+        let equals = tagged(&not[0], "Equals")
+            .and_then(Value::as_sequence)
+            .expect("!Not [!Equals [...]]");
+        assert_eq!(
+            tagged(&equals[0], "Ref").and_then(Value::as_str),
+            Some(parameter_name)
+        );
+        assert_eq!(equals[1].as_u64(), Some(0));
+    }
 
     for function in functions(&template) {
         let reserved = function.properties().get("ReservedConcurrentExecutions");
-        if function.dir != "image-upload" {
+        let Some((_, parameter_name, condition_name)) =
+            capped.iter().find(|(dir, ..)| *dir == function.dir)
+        else {
             assert!(reserved.is_none(), "{}", function.logical_id);
             continue;
-        }
+        };
         let branches = reserved
             .and_then(|r| tagged(r, "If"))
             .and_then(Value::as_sequence)
-            .expect("ImageUploadFunction: ReservedConcurrentExecutions: !If [...]");
-        assert_eq!(branches[0].as_str(), Some("ReserveUploadConcurrency"));
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: ReservedConcurrentExecutions: !If [...]",
+                    function.logical_id
+                )
+            });
+        assert_eq!(branches[0].as_str(), Some(*condition_name));
         assert_eq!(
             tagged(&branches[1], "Ref").and_then(Value::as_str),
-            Some("ImageUploadReservedConcurrency")
+            Some(*parameter_name)
         );
         assert_eq!(
             tagged(&branches[2], "Ref").and_then(Value::as_str),
@@ -1819,7 +1885,7 @@ fn every_route_is_throttled_by_its_group() {
         .as_mapping()
         .expect("HttpApi.RouteSettings, keyed by route key");
     let mut expected = BTreeSet::new();
-    for function in functions(&template) {
+    for function in api_functions(&template) {
         let group = throttle_group(operation_for_dir(&function.dir));
         for (method, path) in function.all_routes() {
             // SAM and API Gateway spell route keys `METHOD /path`, and `$default`.
@@ -2158,7 +2224,109 @@ fn image_variants_follow_accept_through_a_normalised_cache_key() {
         .iter()
         .find(|b| b["PathPattern"].as_str() == Some("/img/upload/*"))
         .expect("an /img/upload/* cache behaviour");
-    assert_eq!(files["TargetOriginId"].as_str(), Some("files"));
+    // The bucket first; where it has no file, the sibling maker.
+    let group_id = files["TargetOriginId"].as_str().expect("TargetOriginId");
+    let group = config["OriginGroups"]["Items"]
+        .as_sequence()
+        .expect("OriginGroups.Items")
+        .iter()
+        .find(|g| g["Id"].as_str() == Some(group_id))
+        .expect("/img/upload/* goes to an origin group");
+    let members: Vec<&str> = group["Members"]["Items"]
+        .as_sequence()
+        .expect("Members.Items")
+        .iter()
+        .filter_map(|m| m["OriginId"].as_str())
+        .collect();
+    assert_eq!(members, ["files", "image-sibling"]);
+    assert_eq!(group["Members"]["Quantity"].as_u64(), Some(2));
+    let failover: Vec<u64> = group["FailoverCriteria"]["StatusCodes"]["Items"]
+        .as_sequence()
+        .expect("StatusCodes.Items")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    // A missing object is 403 from S3 to a reader without ListBucket, 404 with it.
+    assert_eq!(failover, [403, 404]);
+    assert_eq!(
+        group["FailoverCriteria"]["StatusCodes"]["Quantity"].as_u64(),
+        Some(2)
+    );
+    let origins = config["Origins"].as_sequence().expect("Origins");
+    let origin = |id: &str| {
+        origins
+            .iter()
+            .find(|o| o["Id"].as_str() == Some(id))
+            .unwrap_or_else(|| panic!("no origin {id}"))
+    };
+    let maker = origin("image-sibling");
+    // The function URL's host, signed for by an origin access control of type lambda...
+    let host = tagged(&maker["DomainName"], "Select")
+        .and_then(Value::as_sequence)
+        .expect("DomainName: !Select [2, !Split [/, <url>]]");
+    assert_eq!(host[0].as_u64(), Some(2));
+    let split = tagged(&host[1], "Split")
+        .and_then(Value::as_sequence)
+        .expect("!Split");
+    assert_eq!(
+        tagged(&split[1], "GetAtt").and_then(Value::as_str),
+        Some("ImageSiblingFunctionUrl.FunctionUrl")
+    );
+    assert_eq!(
+        maker["CustomOriginConfig"]["OriginProtocolPolicy"].as_str(),
+        Some("https-only")
+    );
+    let control_id = tagged(&maker["OriginAccessControlId"], "GetAtt")
+        .and_then(Value::as_str)
+        .and_then(|a| a.strip_suffix(".Id"))
+        .expect("OriginAccessControlId: !GetAtt <control>.Id");
+    let control = &resources[control_id]["Properties"]["OriginAccessControlConfig"];
+    assert_eq!(
+        control["OriginAccessControlOriginType"].as_str(),
+        Some("lambda")
+    );
+    assert_eq!(control["SigningBehavior"].as_str(), Some("always"));
+    // ...of a function whose URL takes only signed requests...
+    let function = &resources["ImageSiblingFunction"]["Properties"];
+    assert_eq!(
+        function["CodeUri"].as_str(),
+        Some("functions/image-sibling")
+    );
+    assert_eq!(
+        function["FunctionUrlConfig"]["AuthType"].as_str(),
+        Some("AWS_IAM")
+    );
+    // ...and that only this distribution may call, with both actions a URL needs.
+    let mut granted = BTreeSet::new();
+    for (_, resource) in resources.as_mapping().expect("Resources") {
+        if resource["Type"].as_str() != Some("AWS::Lambda::Permission") {
+            continue;
+        }
+        let properties = &resource["Properties"];
+        if tagged(&properties["FunctionName"], "Ref").and_then(Value::as_str)
+            != Some("ImageSiblingFunction")
+        {
+            continue;
+        }
+        assert_eq!(
+            properties["Principal"].as_str(),
+            Some("cloudfront.amazonaws.com")
+        );
+        assert_eq!(
+            tagged(&properties["SourceArn"], "Sub").and_then(Value::as_str),
+            Some(
+                "arn:${AWS::Partition}:cloudfront::${AWS::AccountId}:distribution/${Distribution}"
+            )
+        );
+        granted.insert(str_of(&properties["Action"], "Action").to_string());
+    }
+    assert_eq!(
+        granted,
+        BTreeSet::from([
+            "lambda:InvokeFunction".to_string(),
+            "lambda:InvokeFunctionUrl".to_string()
+        ])
+    );
     assert_eq!(
         files["ViewerProtocolPolicy"].as_str(),
         Some("redirect-to-https")
@@ -2220,24 +2388,17 @@ fn image_variants_follow_accept_through_a_normalised_cache_key() {
         .and_then(Value::as_str)
         .and_then(|a| a.strip_suffix(".FunctionMetadata.FunctionARN"))
         .expect("!GetAtt <Function>.FunctionMetadata.FunctionARN");
-    let code = tagged(&resources[function_id]["Properties"]["FunctionCode"], "Sub")
-        .and_then(Value::as_str)
-        .expect("FunctionCode: !Sub (the first image id with siblings)");
-    assert!(code.contains("${WebpSiblingsFromImageId}"));
-    let parameter = &template["Parameters"]["WebpSiblingsFromImageId"];
-    assert_eq!(parameter["Type"].as_str(), Some("Number"));
-    assert!(
-        parameter.get("Default").is_none(),
-        "no default: an update of an older stack must choose the first id"
-    );
-    for sibling in sitehost::image::WEBP_SIBLINGS {
-        assert!(code.contains(sibling), "{sibling} is not in the function");
+    let code = resources[function_id]["Properties"]["FunctionCode"]
+        .as_str()
+        .expect("FunctionCode: a plain string");
+    for (size, _) in sitehost::image::VARIANTS {
+        assert!(code.contains(size), "{size} is not in the function");
     }
-    check_image_files_function_with_node(&code.replace("${WebpSiblingsFromImageId}", "20"));
+    check_image_files_function_with_node(code);
 }
 
 /// Runs the image files function with node (skipped without node): which URI and Accept
-/// each request leaves with, for images from the first id with siblings (20) on and before.
+/// each request leaves with.
 fn check_image_files_function_with_node(code: &str) {
     const CHROME: &str = "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8";
     let cases: &[(&str, Option<&str>, &str, Option<&str>)] = &[
@@ -2279,24 +2440,49 @@ fn check_image_files_function_with_node(code: &str) {
             "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             None,
         ),
-        // No sibling: before the first id, big, large and medium, originals, WebP variants, files
-        // without an id in their name.
+        // Every size, and every image however old (its sibling is made on request).
         (
-            "/img/upload/shop-k3v9x0q2m1za--19.small.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--1.big.jpg",
             Some(CHROME),
-            "/img/upload/shop-k3v9x0q2m1za--19.small.jpg",
-            None,
+            "/img/upload/shop-k3v9x0q2m1za--1.big.jpg.webp",
+            Some("image/webp"),
         ),
         (
-            "/img/upload/shop-k3v9x0q2m1za--26.big.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--26.large.png",
             Some(CHROME),
-            "/img/upload/shop-k3v9x0q2m1za--26.big.jpg",
-            None,
+            "/img/upload/shop-k3v9x0q2m1za--26.large.png.webp",
+            Some("image/webp"),
         ),
         (
             "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
             Some(CHROME),
-            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp",
+            Some("image/webp"),
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za.medium.jpg",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za.medium.jpg.webp",
+            Some("image/webp"),
+        ),
+        // No sibling: originals, WebP variants, siblings asked for by name, other sizes and
+        // paths outside the upload directory.
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp",
+            None,
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.huge.jpg",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za--26.huge.jpg",
+            None,
+        ),
+        (
+            "/img/upload/a/b.medium.jpg",
+            Some(CHROME),
+            "/img/upload/a/b.medium.jpg",
             None,
         ),
         (
@@ -2309,12 +2495,6 @@ fn check_image_files_function_with_node(code: &str) {
             "/img/upload/shop-k3v9x0q2m1za--26.medium.webp",
             Some(CHROME),
             "/img/upload/shop-k3v9x0q2m1za--26.medium.webp",
-            None,
-        ),
-        (
-            "/img/upload/shop-k3v9x0q2m1za.medium.jpg",
-            Some(CHROME),
-            "/img/upload/shop-k3v9x0q2m1za.medium.jpg",
             None,
         ),
     ];

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::error::{ApiError, Result};
-use crate::image::{fit, VARIANTS, WEBP_SIBLINGS};
+use crate::image::{fit, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
 
 /// The form field that validation errors are reported under.
 const FIELD: &str = "upload";
@@ -143,7 +143,7 @@ pub struct Variant {
     pub height: u32,
     pub bytes: Vec<u8>,
     /// Its lossy WebP sibling (`image::webp_sibling_path`): for the sizes in
-    /// [`WEBP_SIBLINGS`] of an original that is not a WebP.
+    /// [`WEBP_SIBLINGS_AT_UPLOAD`] of an original that is not a WebP.
     pub webp: Option<Vec<u8>>,
 }
 
@@ -244,6 +244,16 @@ pub fn bench_without_webp_siblings() {
     WEBP_SIBLINGS_OFF.store(true, Ordering::Relaxed);
 }
 
+/// The WebP sibling of a stored variant, from the variant's own bytes (made on first
+/// request, `operations::siblings`): decoded at its size and encoded as the upload encodes
+/// the siblings it makes. A variant is already upright and sRGB, written without metadata,
+/// so nothing else applies; it passes the same header checks as an upload.
+pub fn webp_sibling_of_variant(bytes: &[u8], limits: &Limits) -> Result<Vec<u8>> {
+    let (header, info) = inspect_header(bytes, limits)?;
+    let pixels = codec::decode(bytes, &header, limits, (info.width, info.height))?;
+    codec::encode_webp_sibling(&pixels)
+}
+
 /// The whole pipeline on an upload held in memory.
 pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
     let start = Instant::now();
@@ -278,7 +288,7 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
                 && VARIANTS
                     .iter()
                     .zip(&which)
-                    .any(|(&(name, _), &at)| at == index && WEBP_SIBLINGS.contains(&name))
+                    .any(|(&(name, _), &at)| at == index && WEBP_SIBLINGS_AT_UPLOAD.contains(&name))
         })
         .collect();
 
@@ -351,7 +361,7 @@ pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
                 .ok_or_else(|| ApiError::internal(format!("variant {name} was not encoded")))?,
             webp: encoded[index][1]
                 .clone()
-                .filter(|_| WEBP_SIBLINGS.contains(&name)),
+                .filter(|_| WEBP_SIBLINGS_AT_UPLOAD.contains(&name)),
         });
     }
     Ok(Processed {

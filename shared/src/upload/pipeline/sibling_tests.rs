@@ -1,4 +1,4 @@
-//! The WebP siblings of the small and thumbnail variants (`image::WEBP_SIBLINGS`).
+//! The WebP siblings of the small and thumbnail variants (`image::WEBP_SIBLINGS_AT_UPLOAD`).
 
 use std::io::Cursor;
 
@@ -30,7 +30,10 @@ fn small_and_thumbnail_get_webp_siblings_of_their_size() {
     let bytes = encoded(&DynamicImage::ImageRgb8(photo), ::image::ImageFormat::Jpeg);
     let processed = process(&bytes, &Limits::default()).expect("processes");
     for variant in &processed.variants {
-        match (&variant.webp, WEBP_SIBLINGS.contains(&variant.name)) {
+        match (
+            &variant.webp,
+            WEBP_SIBLINGS_AT_UPLOAD.contains(&variant.name),
+        ) {
             (Some(webp), true) => {
                 let sibling = webp_of(webp);
                 assert_eq!(
@@ -82,9 +85,44 @@ fn webp_originals_and_images_smaller_than_the_boxes() {
         .filter(|v| v.webp.is_some())
         .map(|v| v.name)
         .collect();
-    assert_eq!(names, WEBP_SIBLINGS);
+    assert_eq!(names, WEBP_SIBLINGS_AT_UPLOAD);
     assert_eq!(
         webp_of(processed.variants[3].webp.as_deref().expect("webp")).dimensions(),
         (100, 80)
     );
+}
+
+#[test]
+fn a_stored_variant_gets_the_sibling_the_upload_would_have_made() {
+    // The siblings made on first request come from the stored variant: same size, same
+    // look, alpha kept.
+    let photo = RgbImage::from_fn(1200, 900, |x, y| {
+        Rgb([(x % 256) as u8, (y % 256) as u8, ((x * y) % 256) as u8])
+    });
+    let bytes = encoded(&DynamicImage::ImageRgb8(photo), ::image::ImageFormat::Jpeg);
+    let processed = process(&bytes, &Limits::default()).expect("processes");
+    for variant in &processed.variants {
+        let made = webp_sibling_of_variant(&variant.bytes, &Limits::default()).expect("a sibling");
+        let sibling = webp_of(&made);
+        assert_eq!(sibling.dimensions(), (variant.width, variant.height));
+        if let Some(at_upload) = &variant.webp {
+            // From the JPEG's decoded pixels rather than the resized ones: close, not equal.
+            let ratio = made.len() as f64 / at_upload.len() as f64;
+            assert!((0.8..1.25).contains(&ratio), "{}: {ratio}", variant.name);
+        }
+    }
+    let png = encoded(
+        &DynamicImage::ImageRgba8(super::tests::half_transparent()),
+        ::image::ImageFormat::Png,
+    );
+    let processed = process(&png, &Limits::default()).expect("processes");
+    let made = webp_sibling_of_variant(&processed.variants[2].bytes, &Limits::default())
+        .expect("a sibling");
+    let sibling = webp_of(&made);
+    assert!(sibling.color().has_alpha());
+    assert_eq!(sibling.get_pixel(10, 50).0[3], 0);
+
+    // What is not an image is refused as a bad upload would be, never a panic.
+    let refused = webp_sibling_of_variant(b"not an image", &Limits::default());
+    assert!(refused.is_err());
 }
