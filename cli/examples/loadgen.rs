@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use http_body_util::BodyExt;
 use serde_json::json;
-use sitehost::auth::NewKey;
+use sitehost::account::NewKey;
 use sitehost::business::NewBusiness;
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::local::client::PartnerClient;

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine;
 use serde_json::{json, Value};
-use sitehost::auth::{oauth1, signed_params, OriginSecret, ORIGIN_VERIFY_HEADER};
+use sitehost::auth::origin::{self, ORIGIN_VERIFY_HEADER};
+use sitehost::auth::{oauth1, signed_params};
+use sitehost::config::OriginSecret;
 
 /// What to sign with.
 pub struct Signer<'a> {
@@ -72,7 +74,9 @@ pub fn sign_event(event: &mut Value, signer: &Signer) -> Result<OriginCheck> {
     let origin = match (headers.get(ORIGIN_VERIFY_HEADER), signer.origin_secret) {
         (None, _) => OriginCheck::Absent,
         (Some(_), None) => OriginCheck::Unchecked,
-        (Some(value), Some(secret)) if secret.matches(value.as_str()) => OriginCheck::Matches,
+        (Some(value), Some(secret)) if origin::holds_secret(secret, value.as_str()) => {
+            OriginCheck::Matches
+        }
         (Some(_), Some(_)) => OriginCheck::Differs,
     };
     let via_cdn = matches!(origin, OriginCheck::Matches | OriginCheck::Unchecked);

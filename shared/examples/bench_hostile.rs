@@ -14,7 +14,8 @@ mod hostile;
 use std::path::Path;
 use std::time::Instant;
 
-use sitehost::upload::pipeline::{process, Limits};
+use sitehost::config::ImageLimits;
+use sitehost::upload::pipeline::process;
 
 fn make(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
@@ -114,7 +115,7 @@ fn peak_rss_kib() -> u64 {
 fn run(file: &Path) -> std::io::Result<()> {
     let bytes = std::fs::read(file)?;
     let start = Instant::now();
-    let result = process(&bytes, &Limits::default());
+    let result = process(&bytes, &ImageLimits::default());
     let elapsed = start.elapsed();
     let outcome = match result {
         Ok(p) => format!("decoded {}x{}", p.width, p.height),

@@ -7,8 +7,9 @@ pub mod auth;
 pub mod business;
 pub mod clock;
 pub mod config;
+pub mod deployment;
 pub mod error;
-pub mod image;
+pub mod image_record;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod location;
@@ -19,6 +20,5 @@ pub mod store;
 #[cfg(feature = "images")]
 pub mod upload;
 pub mod validate;
-pub mod variant;
 
 pub use error::{ApiError, Result};

@@ -61,7 +61,7 @@ async fn handle(dir: &Path, operation: Operation, event: &str, public_hosts: &[&
     let mut config = Config::embedded(dir.into());
     config.default_scheme = "https".into();
     config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
-    config.origin_verify = sitehost::auth::OriginSecret::new("localOriginVerifySecret000000001");
+    config.origin_verify = sitehost::config::OriginSecret::new("localOriginVerifySecret000000001");
     let app = App::new(stores, config).expect("app");
     let request = lambda_http::request::from_str(event).expect("an API Gateway event");
     app.handle_operation(operation, lambda::from_lambda(request))

@@ -89,7 +89,7 @@ impl App {
     pub fn new(stores: Stores, config: Config) -> Result<Self> {
         Ok(App {
             services: Services {
-                uploads: crate::variant::image_uploads(&config, stores.files.as_ref())?,
+                uploads: crate::deployment::image_uploads(&config, stores.files.as_ref())?,
                 store: stores.records,
                 files: stores.files,
                 clock: Arc::new(SystemClock),
@@ -140,9 +140,10 @@ impl App {
         // Filled in as the request goes: who made it (once the signature checks out) and
         // how much body was read.
         let mut progress = Progress::default();
-        let (result, upload) =
-            request_log::collecting_upload_stats(self.dispatch(&parts, body, only, &mut progress))
-                .await;
+        let (result, upload) = crate::operations::upload_stats::collecting_upload_stats(
+            self.dispatch(&parts, body, only, &mut progress),
+        )
+        .await;
         let mut error = None;
         let path = parts.uri.path();
         let response = match result {

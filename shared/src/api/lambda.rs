@@ -117,7 +117,7 @@ async fn app_cold_start() -> Result<App, ColdStartError> {
         .map_err(|e| ("Sitehost.ConfigInvalid", e.into()))?;
     let stores = match &config.store {
         crate::config::StoreKind::DynamoDb { table } => {
-            crate::variant::dynamodb_stores(&config, table).await
+            crate::deployment::dynamodb_stores(&config, table).await
         }
         crate::config::StoreKind::Embedded { .. } => Err(crate::ApiError::internal(
             "a Lambda function uses DynamoDB: set SITEHOST_STORE=dynamodb and SITEHOST_TABLE",
@@ -133,8 +133,8 @@ async fn siblings_cold_start() -> Result<WebpSiblings, ColdStartError> {
     let config = crate::config::Config::from_env(crate::config::Defaults::lambda())
         .map_err(|e| ("Sitehost.ConfigInvalid", e.into()))?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let files = crate::variant::bucket_files(&config, &aws);
-    crate::variant::webp_siblings(files.as_ref()).ok_or((
+    let files = crate::deployment::bucket_files(&config, &aws);
+    crate::deployment::webp_siblings(files.as_ref()).ok_or((
         "Sitehost.ConfigInvalid",
         "image-sibling needs SITEHOST_BUCKET and a build with the image pipeline".into(),
     ))

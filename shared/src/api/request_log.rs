@@ -24,15 +24,13 @@ use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::api::Operation;
-pub use crate::operations::upload_stats::{collecting_upload_stats, UploadStats};
+use crate::operations::upload_stats::UploadStats;
 
 /// The `tracing` target of the request line (`RUST_LOG=sitehost::request=warn` keeps only
 /// the 5xx lines; on Lambda the metrics come from these lines, so keep them at `info`).
 pub const TARGET: &str = "sitehost::request";
 /// The request line's message.
 pub const MESSAGE: &str = "request";
-/// The CloudWatch namespace of the metrics: [`crate::config::LogSettings`] reads it.
-pub use crate::config::{DEFAULT_METRICS_NAMESPACE, METRICS_NAMESPACE_VAR};
 /// The one dimension of every metric; its values are [`operation_name`]s.
 pub const DIMENSION: &str = "operation";
 
@@ -592,8 +590,9 @@ mod tests {
     async fn an_upload_through_the_app_logs_its_bytes_and_stages() {
         use base64::Engine;
 
+        use crate::account::NewKey;
         use crate::api::{App, PlatformIds};
-        use crate::auth::{oauth1, NewKey};
+        use crate::auth::oauth1;
         use crate::clock::{Clock, SystemClock};
         use crate::config::Config;
         use crate::store::Stores;

@@ -58,7 +58,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::local::files::LocalFiles;
+    use crate::local::disk_files::LocalFiles;
     use crate::store::files::SharedFiles;
 
     /// `webp:` and the variant's bytes; a variant of `large` bytes makes a sibling one

@@ -1,8 +1,11 @@
 //! Request authentication (two-legged OAuth 1.0a) against the keys in the store.
 
 pub mod oauth1;
+pub mod origin;
 
-pub use crate::account::{Account, ApiKey, Caller, NewKey};
+use crate::account::Caller;
+use crate::config::OriginSecret;
+use origin::ORIGIN_VERIFY_HEADER;
 
 /// How far a request's `oauth_timestamp` may be from our clock.
 pub const TIMESTAMP_WINDOW_SECS: i64 = 300;
@@ -19,12 +22,6 @@ pub struct Authenticated {
     /// Until when the nonce must be remembered: as long as the timestamp is acceptable.
     pub nonce_expires_at: i64,
 }
-
-/// The header CloudFront adds to every request it sends to the API origin (an origin custom
-/// header of `template.yaml`), holding the origin-verify secret.
-pub const ORIGIN_VERIFY_HEADER: &str = "x-origin-verify";
-
-pub use crate::config::OriginSecret;
 
 /// The base URIs a request may have been signed against: the host it was sent to (`Host`,
 /// with the default scheme), plus the configured public hosts (frontend host, custom
@@ -44,8 +41,9 @@ pub fn candidate_base_uris(
             .and_then(|v| v.split(',').next().map(|s| s.trim().to_string()))
             .filter(|v| !v.is_empty())
     };
-    let via_our_cdn =
-        origin_secret.is_some_and(|secret| secret.matches(header(ORIGIN_VERIFY_HEADER).as_deref()));
+    let via_our_cdn = origin_secret.is_some_and(|secret| {
+        origin::holds_secret(secret, header(ORIGIN_VERIFY_HEADER).as_deref())
+    });
     let forwarded = |name: &str| if via_our_cdn { first(name) } else { None };
     let scheme = forwarded("x-forwarded-proto").unwrap_or_else(|| default_scheme.to_string());
     let mut hosts: Vec<String> = Vec::new();
@@ -339,8 +337,8 @@ mod tests {
         assert!(OriginSecret::new("   ").is_none());
         let secret = OriginSecret::new("hunter2hunter2").expect("secret");
         assert!(!format!("{secret:?}").contains("hunter2"));
-        assert!(secret.matches(Some("hunter2hunter2")));
-        assert!(!secret.matches(Some("hunter2hunter3")));
-        assert!(!secret.matches(None));
+        assert!(origin::holds_secret(&secret, Some("hunter2hunter2")));
+        assert!(!origin::holds_secret(&secret, Some("hunter2hunter3")));
+        assert!(!origin::holds_secret(&secret, None));
     }
 }

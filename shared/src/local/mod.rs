@@ -11,8 +11,8 @@ use crate::error::Result;
 use crate::store::Stores;
 
 pub mod client;
+pub mod disk_files;
 pub mod docs;
-pub mod files;
 pub mod server;
 pub mod sqlite;
 
@@ -20,7 +20,7 @@ pub mod sqlite;
 pub async fn open_stores(config: &Config) -> Result<Stores> {
     match &config.store {
         StoreKind::Embedded { data_dir } => Stores::embedded(data_dir),
-        StoreKind::DynamoDb { table } => crate::variant::dynamodb_stores(config, table).await,
+        StoreKind::DynamoDb { table } => crate::deployment::dynamodb_stores(config, table).await,
     }
 }
 
@@ -29,7 +29,7 @@ impl Stores {
     pub fn embedded(data_dir: &Path) -> Result<Stores> {
         Ok(Stores {
             records: Arc::new(sqlite::SqliteStore::open(data_dir)?),
-            files: Some(Arc::new(files::LocalFiles::open(data_dir)?)),
+            files: Some(Arc::new(disk_files::LocalFiles::open(data_dir)?)),
         })
     }
 }

@@ -34,7 +34,7 @@ use crate::api::app::body_too_large;
 use crate::api::{error_response, App, RequestBody};
 use crate::config::{ServerLimits, StoreKind};
 use crate::error::{ApiError, Result};
-use crate::local::files::LocalFiles;
+use crate::local::disk_files::LocalFiles;
 use crate::operations::siblings::{Sibling, WebpSiblings};
 
 /// A response as hyper sends it: a whole body in memory, or a file streamed from disk.
@@ -90,10 +90,10 @@ async fn serve_file(
     let decoded = percent_encoding::percent_decode_str(path)
         .decode_utf8()
         .ok()?;
-    let variant = crate::image::is_variant_path(&decoded);
+    let variant = crate::image_record::is_variant_path(&decoded);
     let mut content = None;
-    if accept.is_some_and(accepts_webp) && crate::image::may_have_webp_sibling(&decoded) {
-        let sibling = crate::image::webp_sibling_path(&decoded);
+    if accept.is_some_and(accepts_webp) && crate::image_record::may_have_webp_sibling(&decoded) {
+        let sibling = crate::image_record::webp_sibling_path(&decoded);
         content = match files.open_file(&sibling).await {
             Some(stored) => Some(Content::File(stored)),
             None => made_sibling(siblings, &sibling).await.map(Content::Made),
@@ -328,7 +328,7 @@ pub async fn serve(
     };
     let siblings = local_files
         .as_ref()
-        .and_then(|_| crate::variant::webp_siblings(app.services.files.as_ref()));
+        .and_then(|_| crate::deployment::webp_siblings(app.services.files.as_ref()));
     let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let shared = Arc::new(Shared {
         app,

@@ -10,7 +10,7 @@ use crate::business::{
 };
 use crate::business::{Business, BusinessDetail};
 use crate::error::{ApiError, Result};
-use crate::image::{ImageFilter, ImageQuery};
+use crate::image_record::{ImageFilter, ImageQuery};
 use crate::operations::listing::{envelope, Paging};
 use crate::validate::json_object;
 

@@ -3,7 +3,7 @@
 use super::{Reply, Services};
 use crate::account::Caller;
 use crate::error::{ApiError, FieldErrors, Result};
-use crate::image::{Image, ImageFilter, ImageQuery};
+use crate::image_record::{Image, ImageFilter, ImageQuery};
 use crate::operations::listing::{envelope, Paging};
 
 const LIST_PATH: &str = "/api/v2/images/";
@@ -101,8 +101,8 @@ pub async fn delete(services: &Services, caller: &Caller, id: i64) -> Result<Rep
             // (removing a missing file is not an error).
             let paths = std::iter::once(image.path.clone()).chain(image.variants().flat_map(
                 |(_, path, _)| {
-                    let sibling = crate::image::may_have_webp_sibling(&path)
-                        .then(|| crate::image::webp_sibling_path(&path));
+                    let sibling = crate::image_record::may_have_webp_sibling(&path)
+                        .then(|| crate::image_record::webp_sibling_path(&path));
                     std::iter::once(path).chain(sibling)
                 },
             ));

@@ -14,11 +14,11 @@ use bytes::Bytes;
 use tokio::sync::Semaphore;
 
 use crate::error::{error_chain, Result};
-use crate::image::variant_of_webp_sibling;
+use crate::image_record::variant_of_webp_sibling;
 use crate::store::files::{content_type_of, SharedFiles};
 
 /// Turns a stored variant's bytes into its WebP sibling: the image pipeline's, in a build
-/// with it (`variant::webp_siblings`).
+/// with it (`deployment::webp_siblings`).
 pub type SiblingEncoder = fn(&[u8]) -> Result<Vec<u8>>;
 
 /// The most a stored variant may weigh to be read: variants are at most 2048x2048, and a
@@ -63,7 +63,7 @@ impl WebpSiblings {
     /// or says why there is none. An error is a file store failure before anything was made.
     pub async fn make(&self, sibling_path: &str) -> Result<Sibling> {
         let Some(variant) = variant_of_webp_sibling(sibling_path)
-            .filter(|_| sibling_path.starts_with(crate::image::UPLOAD_PREFIX))
+            .filter(|_| sibling_path.starts_with(crate::image_record::UPLOAD_PREFIX))
         else {
             return Ok(Sibling::Missing);
         };
@@ -127,7 +127,7 @@ mod tests {
 
     use super::*;
     use crate::error::ApiError;
-    use crate::local::files::LocalFiles;
+    use crate::local::disk_files::LocalFiles;
 
     /// Stands in for the pipeline (tested in `upload::pipeline`): `webp:` and the variant's
     /// bytes. A variant whose bytes are `vanish:<file>` removes that file while it is

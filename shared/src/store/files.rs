@@ -1,5 +1,5 @@
 //! File storage for uploads: S3 in production (`s3`), a directory under the data
-//! directory for `sitehost serve` (`local::files`), which also serves these files as the
+//! directory for `sitehost serve` (`local::disk_files`), which also serves these files as the
 //! local frontend host.
 
 use async_trait::async_trait;

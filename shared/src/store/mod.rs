@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use crate::account::{Account, ApiKey, NewKey};
 use crate::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::error::Result;
-use crate::image::{Image, ImageQuery, NewImage};
+use crate::image_record::{Image, ImageQuery, NewImage};
 
 pub mod dynamo;
 pub mod files;

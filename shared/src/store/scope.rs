@@ -9,7 +9,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 
 use crate::business::{Business, BusinessFilter};
 use crate::clock::utc_date;
-use crate::image::{Image, ImageFilter};
+use crate::image_record::{Image, ImageFilter};
 
 /// Characters escaped in scope values, so values can never forge a separator.
 const SCOPE_VALUE: &AsciiSet = &CONTROLS.add(b'|').add(b'=').add(b'%').add(b'#');
@@ -115,7 +115,7 @@ pub fn image_scopes(image: &Image) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::business::NewBusiness;
-    use crate::image::NewImage;
+    use crate::image_record::NewImage;
 
     #[test]
     fn subsets_are_named_in_tag_order() {

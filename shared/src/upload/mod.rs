@@ -1,7 +1,7 @@
 //! Everything only image uploads need, built with the `images` feature (the `image-upload`
 //! function and the `sitehost` command): the operation below, the URL fetcher, the image
 //! pipeline, the S3 file store and the orphan sweeper. The rest of the crate reaches it
-//! through one trait object, `operations::ImageUploads`, created in `variant`.
+//! through one trait object, `operations::ImageUploads`, created in `deployment`.
 //!
 //! `POST /api/v2/images/`: an image by URL or as base64, stored as the original plus its
 //! variants, then recorded. Files are written before the record and removed again if
@@ -23,7 +23,7 @@ use crate::account::Caller;
 use crate::business::Business;
 use crate::config::{byte_size, larger_images_by_url, Config};
 use crate::error::{ApiError, FieldErrors, Result};
-use crate::image::{variant_path, webp_sibling_path, Image, NewImage, UPLOAD_PREFIX};
+use crate::image_record::{variant_path, webp_sibling_path, Image, NewImage, UPLOAD_PREFIX};
 use crate::operations::upload_stats::record_upload;
 use crate::operations::{ImageUploads, Reply, Services};
 use crate::store::files::SharedFiles;

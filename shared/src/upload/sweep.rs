@@ -12,7 +12,7 @@
 //!   under the prefix) are never touched.
 
 use crate::error::Result;
-use crate::image::UPLOAD_PREFIX;
+use crate::image_record::UPLOAD_PREFIX;
 use crate::store::files::{FileStore, StoredFile};
 use crate::store::ImageStore;
 use crate::upload::upload_file_set;

@@ -1,7 +1,8 @@
 //! Authentication through a real store and key (moved from the auth module's unit tests, which
 //! build without the embedded store).
 
-use sitehost::auth::{authenticate, oauth1, Authenticated, NewKey, MAX_CONSUMER_KEY_BYTES};
+use sitehost::account::NewKey;
+use sitehost::auth::{authenticate, oauth1, Authenticated, MAX_CONSUMER_KEY_BYTES};
 use sitehost::store::Stores;
 use sitehost::ApiError;
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use sitehost::account::NewKey;
 use sitehost::api::App;
-use sitehost::auth::NewKey;
 use sitehost::business::{BusinessFilter, BusinessOrder, BusinessQuery, NewBusiness};
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::{Config, RequestBudgets};

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use sitehost::account::{ApiKey, NewKey};
 use sitehost::api::App;
-use sitehost::auth::{oauth1, ApiKey, NewKey};
+use sitehost::auth::oauth1;
 use sitehost::clock::{Clock, FixedClock, SystemClock};
 use sitehost::config::{Config, RequestBudgets, ServerLimits};
 use sitehost::local::server::serve;

@@ -8,8 +8,8 @@ use crate::support;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use sitehost::account::{Caller, NewKey};
 use sitehost::api::App;
-use sitehost::auth::{Caller, NewKey};
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::error::ApiError;
@@ -397,7 +397,7 @@ async fn a_failed_file_write_leaves_no_record_and_no_files() {
         .upload(&app.services, &caller(), body.as_bytes())
         .await;
     assert!(matches!(result, Err(ApiError::Internal(_))));
-    let query = sitehost::image::ImageQuery {
+    let query = sitehost::image_record::ImageQuery {
         filter: Default::default(),
         descending: false,
         limit: 10,

@@ -8,12 +8,12 @@ use crate::support;
 use std::sync::Arc;
 
 use serde_json::json;
+use sitehost::account::{Caller, NewKey};
 use sitehost::api::App;
-use sitehost::auth::{Caller, NewKey};
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::error::ApiError;
-use sitehost::image::ImageQuery;
+use sitehost::image_record::ImageQuery;
 use sitehost::local::client::PartnerClient;
 use sitehost::s3::S3Files;
 use sitehost::store::dynamo::DynamoStore;
@@ -155,7 +155,7 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
     // The medium variant's WebP sibling, made on its first request as the image-sibling
     // function makes it: read from S3, encoded, stored with the files' headers.
     let siblings =
-        sitehost::variant::webp_siblings(Some(&aws.files())).expect("a build with images");
+        sitehost::deployment::webp_siblings(Some(&aws.files())).expect("a build with images");
     let medium = by_url.body["sizes"]["medium"].as_str().expect("path");
     let made =
         sitehost::api::siblings::answer(&siblings, &http::Method::GET, &format!("/{medium}.webp"))

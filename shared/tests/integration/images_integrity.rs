@@ -14,13 +14,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
+use sitehost::account::{Account, ApiKey, NewKey};
 use sitehost::api::App;
-use sitehost::auth::{Account, ApiKey, NewKey};
 use sitehost::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::Config;
 use sitehost::error::{ApiError, Result};
-use sitehost::image::{variant_path, Image, ImageQuery, NewImage, VARIANTS};
+use sitehost::image_record::{variant_path, Image, ImageQuery, NewImage, VARIANTS};
 use sitehost::local::client::{PartnerClient, Reply};
 use sitehost::s3::S3Files;
 use sitehost::store::dynamo::DynamoStore;
@@ -438,9 +438,9 @@ async fn a_record_written_before_the_error_makes_the_upload_succeed_with_its_fil
         .collect();
     // The WebP siblings of the small and thumbnail variants.
     expected.extend(
-        sitehost::image::WEBP_SIBLINGS_AT_UPLOAD
+        sitehost::image_record::WEBP_SIBLINGS_AT_UPLOAD
             .iter()
-            .map(|size| sitehost::image::webp_sibling_path(&variant_path(&path, size))),
+            .map(|size| sitehost::image_record::webp_sibling_path(&variant_path(&path, size))),
     );
     expected.sort();
     assert_eq!(stored_files(dir.path()), expected);
@@ -479,7 +479,7 @@ async fn an_unanswerable_outcome_keeps_the_files_for_the_sweeper() {
     assert_eq!(stored_files(dir.path()).len(), 8, "the files are kept");
     // Later, past the grace period, the sweeper finds no record and removes them.
     let files: SharedFiles =
-        Arc::new(sitehost::local::files::LocalFiles::open(dir.path()).expect("files"));
+        Arc::new(sitehost::local::disk_files::LocalFiles::open(dir.path()).expect("files"));
     let report = sweep(store.as_ref(), files.as_ref(), later())
         .await
         .expect("sweep");
@@ -759,7 +759,7 @@ async fn an_embedded_store_from_before_image_sub_ids_is_migrated() {
     };
     store.create_image(1, new, 0).await.expect("create");
     let north = ImageQuery {
-        filter: sitehost::image::ImageFilter {
+        filter: sitehost::image_record::ImageFilter {
             partner_sub_id: Some("north".into()),
             ..Default::default()
         },

@@ -526,13 +526,13 @@ async fn the_function_url_event_gets_a_variant_its_webp_sibling() {
     let text = std::fs::read_to_string(events_dir().join("image-sibling.json")).expect("event");
     let dir = tempfile::tempdir().expect("dir");
     let files: sitehost::store::files::SharedFiles =
-        Arc::new(sitehost::local::files::LocalFiles::open(dir.path()).expect("files"));
+        Arc::new(sitehost::local::disk_files::LocalFiles::open(dir.path()).expect("files"));
     let variant = "img/upload/shop-k3v9x0q2m1za--1.medium.jpg";
     files
         .put(variant, support::media::jpeg(640, 480).into(), "image/jpeg")
         .await
         .expect("put");
-    let siblings = sitehost::variant::webp_siblings(Some(&files)).expect("a build with images");
+    let siblings = sitehost::deployment::webp_siblings(Some(&files)).expect("a build with images");
     let answer = |text: String| {
         let siblings = &siblings;
         async move {

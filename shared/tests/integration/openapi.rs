@@ -363,7 +363,7 @@ fn stated_figures() -> Vec<String> {
         ),
     ];
     // The variants' boxes, however a sentence names them.
-    for (name, side) in sitehost::image::VARIANTS {
+    for (name, side) in sitehost::image_record::VARIANTS {
         figures.extend([
             format!("`{name}` {side}"),
             format!("{name} {side}"),

@@ -1038,9 +1038,9 @@ fn origin_verify_secret_is_generated_and_shared_by_cloudfront_and_the_functions(
     let header = headers
         .iter()
         .find(|h| {
-            h["HeaderName"]
-                .as_str()
-                .is_some_and(|n| n.eq_ignore_ascii_case(sitehost::auth::ORIGIN_VERIFY_HEADER))
+            h["HeaderName"].as_str().is_some_and(|n| {
+                n.eq_ignore_ascii_case(sitehost::auth::origin::ORIGIN_VERIFY_HEADER)
+            })
         })
         .expect("the origin-verify header");
     assert_eq!(
@@ -1620,14 +1620,13 @@ fn dashboard_metrics(template: &Value) -> (Vec<DashboardMetric>, Vec<String>) {
 /// functions are given, and every function's, the table's and CloudFront's figures.
 #[test]
 fn the_dashboard_shows_the_metrics_the_code_emits() {
-    use sitehost::api::request_log::{
-        self, operation_name, DIMENSION, METRICS, METRICS_NAMESPACE_VAR as NAMESPACE_VAR,
-    };
+    use sitehost::api::request_log::{self, operation_name, DIMENSION, METRICS};
+    use sitehost::config::METRICS_NAMESPACE_VAR;
     let template = template();
-    let namespace = tagged(&globals_value(&template, NAMESPACE_VAR), "Sub")
+    let namespace = tagged(&globals_value(&template, METRICS_NAMESPACE_VAR), "Sub")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .unwrap_or_else(|| panic!("Globals sets {NAMESPACE_VAR} with !Sub"));
+        .unwrap_or_else(|| panic!("Globals sets {METRICS_NAMESPACE_VAR} with !Sub"));
     assert_eq!(
         namespace, "sitehost/${AWS::StackName}",
         "one namespace per stack"
@@ -2391,7 +2390,7 @@ fn image_variants_follow_accept_through_a_normalised_cache_key() {
     let code = resources[function_id]["Properties"]["FunctionCode"]
         .as_str()
         .expect("FunctionCode: a plain string");
-    for (size, _) in sitehost::image::VARIANTS {
+    for (size, _) in sitehost::image_record::VARIANTS {
         assert!(code.contains(size), "{size} is not in the function");
     }
     check_image_files_function_with_node(code);

@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use super::businesses::fetch_business;
 use super::{add_to_counters, db_error, next_id, ListQuery, SqliteStore};
 use crate::error::{ApiError, Result};
-use crate::image::{Image, ImageQuery, NewImage};
+use crate::image_record::{Image, ImageQuery, NewImage};
 use crate::store::{rules, scope, ImageStore, Page};
 
 /// The counters' kind for images.

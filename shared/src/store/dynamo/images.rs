@@ -10,7 +10,7 @@ use super::{
     MAX_ATTEMPTS,
 };
 use crate::error::{ApiError, Result};
-use crate::image::{Image, ImageQuery, NewImage};
+use crate::image_record::{Image, ImageQuery, NewImage};
 use crate::store::rules::{image_is_logo, no_such_business};
 use crate::store::scope;
 use crate::store::{ImageStore, Page};

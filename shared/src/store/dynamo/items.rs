@@ -11,7 +11,7 @@ use sha1::{Digest, Sha1};
 use crate::account::{Account, ApiKey};
 use crate::business::{Business, BusinessDetail};
 use crate::error::{ApiError, Result};
-use crate::image::Image;
+use crate::image_record::Image;
 use crate::location::Location;
 
 use super::spread;
@@ -491,7 +491,7 @@ mod tests {
 
     #[test]
     fn images_round_trip_with_their_sub_id_and_barred_ids_read_as_none() {
-        let image = crate::image::NewImage {
+        let image = crate::image_record::NewImage {
             id: Some(5),
             path: "img/upload/a-bcdefghijklm--5.png".into(),
             mimetype: "image/png".into(),

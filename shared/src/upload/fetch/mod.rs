@@ -36,7 +36,7 @@ const FIELD: &str = "external_url";
 /// The ports a non-allowlisted URL (and every redirect) may name, explicitly or by scheme.
 pub const ALLOWED_PORTS: [u16; 2] = [80, 443];
 
-pub use crate::config::FetchConfig;
+use crate::config::FetchConfig;
 
 impl FetchConfig {
     /// Whether `host` (as `Url::host_str` gives it) on `port` is exempt from the check.

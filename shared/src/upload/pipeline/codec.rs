@@ -12,7 +12,7 @@ use zune_jpeg::zune_core::options::DecoderOptions;
 
 use super::libjpeg;
 use super::sniff::Header;
-use super::{bad_upload, ImageFormat, Limits};
+use super::{bad_upload, ImageFormat, ImageLimits};
 use crate::error::{ApiError, Result};
 
 /// JPEG and lossy WebP quality of the variants (the same knob as `vips ...[Q=85]`).
@@ -136,7 +136,7 @@ fn over_budget(what: impl std::fmt::Display) -> ApiError {
 pub(super) fn decode(
     bytes: &[u8],
     header: &Header,
-    limits: &Limits,
+    limits: &ImageLimits,
     need: (u32, u32),
 ) -> Result<Pixels> {
     if header.format == ImageFormat::Jpeg {
@@ -177,7 +177,7 @@ fn agree(header: &Header, width: u32, height: u32) -> Result<()> {
 
 /// zune-jpeg directly (the same decoder `image` uses) to borrow the input without a copy and
 /// to keep greyscale JPEGs single-channel.
-fn decode_jpeg(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
+fn decode_jpeg(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pixels> {
     let side = limits.max_side as usize;
     let options = DecoderOptions::default()
         .set_max_width(side)
@@ -227,7 +227,7 @@ fn decode_jpeg(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels>
 /// variants never carry (`image` inflates the ICC profile), and it stops at the end of
 /// the first image's data. Its own allocations (kept chunks, row buffers) are limited to
 /// the budget left after the output buffer, which is allocated here at 8 bits a channel.
-fn decode_png(bytes: &[u8], header: &Header, limits: &Limits) -> Result<Pixels> {
+fn decode_png(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pixels> {
     let refused = |e: png::DecodingError| match e {
         png::DecodingError::LimitsExceeded => over_budget("the PNG decoder's limit"),
         png::DecodingError::IoError(_) | png::DecodingError::Format(_) => {
@@ -284,7 +284,7 @@ fn decode_with_image(
     bytes: &[u8],
     format: ImageFormat,
     header: &Header,
-    limits: &Limits,
+    limits: &ImageLimits,
 ) -> Result<Pixels> {
     let image_format = match format {
         ImageFormat::Png => ::image::ImageFormat::Png,

@@ -144,9 +144,9 @@ mod tests {
     use ::image::{DynamicImage, RgbImage};
     use image_compare::Algorithm;
 
-    use super::super::{process, Limits};
+    use super::super::{process, ImageLimits};
     use super::*;
-    use crate::image::VARIANTS;
+    use crate::image_record::VARIANTS;
 
     #[test]
     fn the_scale_is_the_smallest_that_covers_the_biggest_variant() {
@@ -209,7 +209,7 @@ mod tests {
         let reference = ::image::load_from_memory(upload)
             .expect("decodes")
             .to_rgb8();
-        let processed = process(upload, &Limits::default()).expect("processes");
+        let processed = process(upload, &ImageLimits::default()).expect("processes");
         processed
             .variants
             .iter()
@@ -264,7 +264,7 @@ mod tests {
             .position(|w| w == [0xFF, 0xC0])
             .expect("a baseline frame header");
         bytes[sof + 12] = 3;
-        match process(&bytes, &Limits::default()) {
+        match process(&bytes, &ImageLimits::default()) {
             Err(ApiError::Validation(fields)) => {
                 let message = fields["upload"].join(" ");
                 assert!(

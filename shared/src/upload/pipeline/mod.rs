@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::error::{ApiError, Result};
-use crate::image::{fit, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
+use crate::image_record::{fit, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
 
 /// The form field that validation errors are reported under.
 const FIELD: &str = "upload";
@@ -97,9 +97,9 @@ impl fmt::Display for ImageFormat {
 }
 
 /// Size limits, checked against the header before any pixel is decoded.
-pub use crate::config::ImageLimits as Limits;
+use crate::config::ImageLimits;
 
-impl Limits {
+impl ImageLimits {
     /// 413 if the declared size is over the limits.
     fn check(&self, width: u32, height: u32) -> Result<()> {
         if width > self.max_side || height > self.max_side {
@@ -212,11 +212,11 @@ pub struct Processed {
 
 /// Detects the type and reads the size from the header, checking the limits. Cheap: no
 /// pixel is decoded.
-pub fn inspect(bytes: &[u8], limits: &Limits) -> Result<ImageInfo> {
+pub fn inspect(bytes: &[u8], limits: &ImageLimits) -> Result<ImageInfo> {
     inspect_header(bytes, limits).map(|(_, info)| info)
 }
 
-fn inspect_header(bytes: &[u8], limits: &Limits) -> Result<(sniff::Header, ImageInfo)> {
+fn inspect_header(bytes: &[u8], limits: &ImageLimits) -> Result<(sniff::Header, ImageInfo)> {
     let header = sniff::read_header(bytes)?;
     limits.check(header.width, header.height)?;
     let (width, height) = if resize::swaps_sides(header.orientation) {
@@ -248,14 +248,14 @@ pub fn bench_without_webp_siblings() {
 /// request, `operations::siblings`): decoded at its size and encoded as the upload encodes
 /// the siblings it makes. A variant is already upright and sRGB, written without metadata,
 /// so nothing else applies; it passes the same header checks as an upload.
-pub fn webp_sibling_of_variant(bytes: &[u8], limits: &Limits) -> Result<Vec<u8>> {
+pub fn webp_sibling_of_variant(bytes: &[u8], limits: &ImageLimits) -> Result<Vec<u8>> {
     let (header, info) = inspect_header(bytes, limits)?;
     let pixels = codec::decode(bytes, &header, limits, (info.width, info.height))?;
     codec::encode_webp_sibling(&pixels)
 }
 
 /// The whole pipeline on an upload held in memory.
-pub fn process(bytes: &[u8], limits: &Limits) -> Result<Processed> {
+pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
     let start = Instant::now();
     let (header, info) = inspect_header(bytes, limits)?;
 
@@ -409,7 +409,7 @@ fn elapsed_nanos(since: Instant) -> u64 {
 
 /// Benchmark entry (the `variants FILE OUTDIR` command): reads the file and processes it,
 /// with the read time in the timings.
-pub fn process_file_timed(path: &Path, limits: &Limits) -> Result<Processed> {
+pub fn process_file_timed(path: &Path, limits: &ImageLimits) -> Result<Processed> {
     let start = Instant::now();
     let bytes = std::fs::read(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => ApiError::NotFound(path.display().to_string()),

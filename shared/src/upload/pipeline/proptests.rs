@@ -14,7 +14,7 @@ use super::hostile;
 use super::*;
 
 /// Small limits keep every accepted decode cheap; files declaring more are refused.
-const LIMITS: Limits = Limits {
+const LIMITS: ImageLimits = ImageLimits {
     max_pixels: 300_000,
     max_side: 2_000,
 };

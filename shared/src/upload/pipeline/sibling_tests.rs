@@ -28,7 +28,7 @@ fn small_and_thumbnail_get_webp_siblings_of_their_size() {
         Rgb([(x % 256) as u8, (y % 256) as u8, ((x * y) % 256) as u8])
     });
     let bytes = encoded(&DynamicImage::ImageRgb8(photo), ::image::ImageFormat::Jpeg);
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     for variant in &processed.variants {
         match (
             &variant.webp,
@@ -57,7 +57,7 @@ fn small_and_thumbnail_get_webp_siblings_of_their_size() {
 fn webp_siblings_keep_alpha() {
     let image = super::tests::half_transparent();
     let bytes = encoded(&DynamicImage::ImageRgba8(image), ::image::ImageFormat::Png);
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     let thumbnail = &processed.variants[4];
     let sibling = webp_of(thumbnail.webp.as_deref().expect("a sibling"));
     assert!(sibling.color().has_alpha());
@@ -73,12 +73,12 @@ fn webp_originals_and_images_smaller_than_the_boxes() {
         .encode_simple(false, 90.0)
         .expect("test webp")
         .to_vec();
-    let processed = process(&webp, &Limits::default()).expect("processes");
+    let processed = process(&webp, &ImageLimits::default()).expect("processes");
     assert!(processed.variants.iter().all(|v| v.webp.is_none()));
     // Every variant of a 100x80 PNG is the same size: encoded once, and the sibling once,
     // given to the sizes that have one.
     let png = encoded(&small, ::image::ImageFormat::Png);
-    let processed = process(&png, &Limits::default()).expect("processes");
+    let processed = process(&png, &ImageLimits::default()).expect("processes");
     let names: Vec<&str> = processed
         .variants
         .iter()
@@ -100,9 +100,10 @@ fn a_stored_variant_gets_the_sibling_the_upload_would_have_made() {
         Rgb([(x % 256) as u8, (y % 256) as u8, ((x * y) % 256) as u8])
     });
     let bytes = encoded(&DynamicImage::ImageRgb8(photo), ::image::ImageFormat::Jpeg);
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     for variant in &processed.variants {
-        let made = webp_sibling_of_variant(&variant.bytes, &Limits::default()).expect("a sibling");
+        let made =
+            webp_sibling_of_variant(&variant.bytes, &ImageLimits::default()).expect("a sibling");
         let sibling = webp_of(&made);
         assert_eq!(sibling.dimensions(), (variant.width, variant.height));
         if let Some(at_upload) = &variant.webp {
@@ -115,14 +116,14 @@ fn a_stored_variant_gets_the_sibling_the_upload_would_have_made() {
         &DynamicImage::ImageRgba8(super::tests::half_transparent()),
         ::image::ImageFormat::Png,
     );
-    let processed = process(&png, &Limits::default()).expect("processes");
-    let made = webp_sibling_of_variant(&processed.variants[2].bytes, &Limits::default())
+    let processed = process(&png, &ImageLimits::default()).expect("processes");
+    let made = webp_sibling_of_variant(&processed.variants[2].bytes, &ImageLimits::default())
         .expect("a sibling");
     let sibling = webp_of(&made);
     assert!(sibling.color().has_alpha());
     assert_eq!(sibling.get_pixel(10, 50).0[3], 0);
 
     // What is not an image is refused as a bad upload would be, never a panic.
-    let refused = webp_sibling_of_variant(b"not an image", &Limits::default());
+    let refused = webp_sibling_of_variant(b"not an image", &ImageLimits::default());
     assert!(refused.is_err());
 }

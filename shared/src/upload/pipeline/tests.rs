@@ -7,7 +7,7 @@ use ::image::codecs::gif::GifEncoder;
 use ::image::{DynamicImage, Frame, GenericImageView, Rgb, RgbImage, Rgba, RgbaImage};
 
 use super::*;
-use crate::image::fit;
+use crate::image_record::fit;
 
 const RED: [u8; 3] = [255, 0, 0];
 const GREEN: [u8; 3] = [0, 255, 0];
@@ -138,13 +138,13 @@ fn every_format_round_trips_in_its_own_format() {
         ),
     ];
     for (case, bytes, format) in cases {
-        let info = inspect(&bytes, &Limits::default()).expect(case);
+        let info = inspect(&bytes, &ImageLimits::default()).expect(case);
         assert_eq!(
             (info.format, info.width, info.height),
             (format, 300, 200),
             "{case}"
         );
-        let processed = process(&bytes, &Limits::default()).expect(case);
+        let processed = process(&bytes, &ImageLimits::default()).expect(case);
         assert_eq!(processed.format, format, "{case}");
         assert_eq!(processed.mimetype, format.mimetype(), "{case}");
         assert_eq!(processed.extension, format.extension(), "{case}");
@@ -180,7 +180,7 @@ fn every_format_round_trips_in_its_own_format() {
 fn variants_carry_no_metadata() {
     let mut bytes = jpeg(&gradient(64, 48));
     bytes.splice(2..2, exif_app1(1, true));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     for variant in &processed.variants {
         assert!(
             !variant.bytes.windows(6).any(|w| w == b"Exif\0\0"),
@@ -205,7 +205,7 @@ pub(super) fn half_transparent() -> RgbaImage {
 fn png_variants_keep_alpha() {
     let image = half_transparent();
     let bytes = png(&DynamicImage::ImageRgba8(image));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     let thumbnail = decode(&processed.variants[4].bytes);
     assert_eq!((thumbnail.width(), thumbnail.height()), (150, 113));
     assert!(thumbnail.color().has_alpha());
@@ -315,12 +315,12 @@ fn all_eight_exif_orientations_come_out_upright() {
             exif_app1(u16::from(orientation), orientation % 2 == 0),
         );
         let context = format!("orientation {orientation}");
-        let info = inspect(&bytes, &Limits::default()).expect(&context);
+        let info = inspect(&bytes, &ImageLimits::default()).expect(&context);
         assert_eq!(
             (info.width, info.height, info.orientation),
             (300, 200, orientation)
         );
-        let processed = process(&bytes, &Limits::default()).expect(&context);
+        let processed = process(&bytes, &ImageLimits::default()).expect(&context);
         assert_eq!((processed.width, processed.height), (300, 200), "{context}");
         assert_eq!(
             sizes(&processed),
@@ -363,7 +363,7 @@ fn png_exif_orientation_is_applied() {
     // eXIf right after IHDR (8 signature + 25 IHDR bytes).
     let tiff = exif_app1(6, false)[10..].to_vec();
     bytes.splice(33..33, png_chunk(b"eXIf", &tiff));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!((processed.width, processed.height), (300, 200));
     assert_upright(&decode(&processed.variants[4].bytes), "png thumbnail");
 }
@@ -375,7 +375,7 @@ fn one_pixel_image() {
         1,
         Rgb(BLUE),
     )));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!((processed.width, processed.height), (1, 1));
     assert_eq!(sizes(&processed), vec![(1, 1); 5]);
     assert!(close(
@@ -384,14 +384,14 @@ fn one_pixel_image() {
         0
     ));
     let bytes = jpeg(&RgbImage::from_pixel(1, 1, Rgb(RED)));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!(sizes(&processed), vec![(1, 1); 5]);
 }
 
 #[test]
 fn very_wide_image() {
     let bytes = png(&DynamicImage::ImageRgb8(gradient(10000, 10)));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!(
         sizes(&processed),
         [(2048, 2), (1024, 1), (640, 1), (320, 1), (150, 1)]
@@ -408,7 +408,7 @@ fn very_wide_image() {
 #[test]
 fn smaller_than_every_box_keeps_its_size_and_is_encoded_once() {
     let bytes = jpeg(&gradient(120, 90));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!(sizes(&processed), vec![(120, 90); 5]);
     let first = &processed.variants[0].bytes;
     assert!(processed.variants.iter().all(|v| &v.bytes == first));
@@ -419,7 +419,7 @@ fn smaller_than_every_box_keeps_its_size_and_is_encoded_once() {
 #[test]
 fn exact_variant_dimensions() {
     let bytes = jpeg(&gradient(3000, 2000));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!(
         sizes(&processed),
         [
@@ -431,7 +431,7 @@ fn exact_variant_dimensions() {
         ]
     );
     let bytes = png(&DynamicImage::ImageRgb8(gradient(1500, 2000)));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!(
         sizes(&processed),
         [
@@ -455,7 +455,7 @@ fn exact_variant_dimensions() {
 fn grey_jpeg_stays_grey() {
     let grey = ::image::GrayImage::from_fn(200, 100, |x, _| ::image::Luma([(x % 256) as u8]));
     let bytes = encode_with_image(&DynamicImage::ImageLuma8(grey), ::image::ImageFormat::Jpeg);
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!(
         decode(&processed.variants[4].bytes).color(),
         ::image::ColorType::L8
@@ -466,13 +466,13 @@ fn grey_jpeg_stays_grey() {
 fn truncated_png_is_rejected() {
     let bytes = png(&DynamicImage::ImageRgb8(gradient(300, 200)));
     let cut = &bytes[..bytes.len() / 2];
-    let err = process(cut, &Limits::default()).expect_err("truncated");
+    let err = process(cut, &ImageLimits::default()).expect_err("truncated");
     assert_eq!(err.status(), 400);
     assert!(message(&err).contains("PNG"), "{}", message(&err));
     // The header alone is fine for inspect.
-    assert!(inspect(cut, &Limits::default()).is_ok());
+    assert!(inspect(cut, &ImageLimits::default()).is_ok());
     // Cut inside the header.
-    let err = process(&bytes[..20], &Limits::default()).expect_err("truncated header");
+    let err = process(&bytes[..20], &ImageLimits::default()).expect_err("truncated header");
     assert_eq!(err.status(), 400);
     assert!(message(&err).contains("PNG but its header is truncated"));
 }
@@ -492,7 +492,7 @@ fn truncated_files_of_every_format_are_rejected() {
     for (name, bytes) in cases {
         // Cut well into the image data, and just before the end of it.
         for keep in [bytes.len() * 6 / 10, bytes.len() - 20] {
-            let err = process(&bytes[..keep], &Limits::default()).expect_err(name);
+            let err = process(&bytes[..keep], &ImageLimits::default()).expect_err(name);
             assert_eq!(err.status(), 400, "{name} cut at {keep}");
             assert!(message(&err).contains(name), "{}", message(&err));
         }
@@ -504,14 +504,14 @@ fn jpeg_with_data_after_the_end_is_accepted() {
     // Motion photos and MPF files append more data after the JPEG's end marker.
     let mut bytes = jpeg(&gradient(64, 48));
     bytes.extend(b"\0\0\0\x18ftypmp42 and then a video");
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!((processed.width, processed.height), (64, 48));
 }
 
 #[test]
 fn truncated_jpeg_header_is_rejected() {
     let bytes = jpeg(&gradient(64, 64));
-    let err = process(&bytes[..12], &Limits::default()).expect_err("truncated");
+    let err = process(&bytes[..12], &ImageLimits::default()).expect_err("truncated");
     assert_eq!(err.status(), 400);
     assert!(message(&err).contains("JPEG"), "{}", message(&err));
 }
@@ -543,8 +543,8 @@ fn other_types_are_named_in_the_refusal() {
     ];
     for (bytes, expected) in cases {
         for err in [
-            inspect(bytes, &Limits::default()).expect_err(expected),
-            process(bytes, &Limits::default()).expect_err(expected),
+            inspect(bytes, &ImageLimits::default()).expect_err(expected),
+            process(bytes, &ImageLimits::default()).expect_err(expected),
         ] {
             assert_eq!(err.status(), 400, "{expected}");
             assert!(
@@ -571,13 +571,13 @@ fn png_header_only(width: u32, height: u32) -> Vec<u8> {
 fn huge_declared_png_is_refused_before_decoding() {
     let bytes = png_header_only(100_000, 100_000);
     let start = Instant::now();
-    let err = process(&bytes, &Limits::default()).expect_err("too large");
+    let err = process(&bytes, &ImageLimits::default()).expect_err("too large");
     assert!(start.elapsed() < Duration::from_millis(50));
     assert_eq!(err.status(), 413);
     assert!(message(&err).contains("100000x100000"), "{}", message(&err));
     assert!(message(&err).contains("16384 pixels a side"));
     // Within the side limit but over the pixel count.
-    let err = inspect(&png_header_only(10_000, 5_001), &Limits::default()).expect_err("50 MP");
+    let err = inspect(&png_header_only(10_000, 5_001), &ImageLimits::default()).expect_err("50 MP");
     assert_eq!(err.status(), 413);
     assert!(
         message(&err).contains("at most 50 megapixels"),
@@ -585,7 +585,7 @@ fn huge_declared_png_is_refused_before_decoding() {
         message(&err)
     );
     // Configurable.
-    let small = Limits {
+    let small = ImageLimits {
         max_pixels: 1_000,
         max_side: 100,
     };
@@ -603,7 +603,7 @@ fn jpeg_bomb_is_refused_cheaply() {
         .expect("baseline SOF0");
     bytes[sof + 5..sof + 9].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]);
     let start = Instant::now();
-    let err = process(&bytes, &Limits::default()).expect_err("bomb");
+    let err = process(&bytes, &ImageLimits::default()).expect_err("bomb");
     assert!(start.elapsed() < Duration::from_millis(50));
     assert_eq!(err.status(), 413);
     assert!(message(&err).contains("60000x60000"));
@@ -614,7 +614,7 @@ fn animated_gif_variants_come_from_the_first_frame() {
     let red = RgbaImage::from_pixel(320, 200, Rgba([255, 0, 0, 255]));
     let blue = RgbaImage::from_pixel(320, 200, Rgba([0, 0, 255, 255]));
     let bytes = gif_frames(vec![red, blue.clone(), blue]);
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!(processed.format, ImageFormat::Gif);
     assert_eq!(sizes(&processed)[4], (150, 94)); // 93.75
     for variant in &processed.variants {
@@ -637,9 +637,9 @@ fn webp_with_alpha_keeps_alpha() {
         .encode_simple(false, 90.0)
         .expect("webp")
         .to_vec();
-    let info = inspect(&bytes, &Limits::default()).expect("inspect");
+    let info = inspect(&bytes, &ImageLimits::default()).expect("inspect");
     assert_eq!((info.width, info.height), (300, 200));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     let thumbnail = decode(&processed.variants[4].bytes);
     assert!(thumbnail.color().has_alpha());
     assert!(thumbnail.get_pixel(10, 50).0[3] < 10);
@@ -673,9 +673,9 @@ fn webp_with_exif(simple: &[u8], width: u32, height: u32, orientation: u16) -> V
 fn webp_exif_orientation_is_applied() {
     let stored = stored_for(8, 300, 200);
     let bytes = webp_with_exif(&webp_lossy(&stored), 200, 300, 8);
-    let info = inspect(&bytes, &Limits::default()).expect("inspect");
+    let info = inspect(&bytes, &ImageLimits::default()).expect("inspect");
     assert_eq!((info.width, info.height, info.orientation), (300, 200, 8));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!(processed.format, ImageFormat::WebP);
     assert_upright(&decode(&processed.variants[4].bytes), "webp thumbnail");
 }
@@ -684,7 +684,7 @@ fn webp_exif_orientation_is_applied() {
 // accepted by the header check (and decoded at a size it never checked) before.
 
 fn assert_refused(bytes: &[u8], expected: &str) -> ApiError {
-    let err = process(bytes, &Limits::default()).expect_err(expected);
+    let err = process(bytes, &ImageLimits::default()).expect_err(expected);
     assert!(
         matches!(err, ApiError::Validation(_) | ApiError::TooLarge(_)),
         "{expected}: {err:?}"
@@ -705,7 +705,7 @@ fn jpeg_sof3_1x1_before_sof0_16384_is_refused_as_unsupported() {
     let err = assert_refused(&bytes, "SOF3 (lossless), which is not supported");
     assert_eq!(err.status(), 400);
     // The header check alone (what `inspect` reports) says so too, not "1x1".
-    let err = inspect(&bytes, &Limits::default()).expect_err("inspect");
+    let err = inspect(&bytes, &ImageLimits::default()).expect_err("inspect");
     assert!(message(&err).contains("SOF3"), "{}", message(&err));
     // Progressive, and with a frame within the limits: still refused, never decoded.
     assert_refused(
@@ -753,7 +753,7 @@ fn jpeg_extended_xmp_flood_is_refused() {
     assert_eq!(err.status(), 400);
     // At the limit the file is decoded (the cost is bounded by 1000^2 cheap steps).
     let bytes = hostile::jpeg_extended_xmp_flood(MAX_JPEG_SEGMENTS_FOR_TESTS - 100);
-    let processed = process(&bytes, &Limits::default()).expect("a few hundred segments");
+    let processed = process(&bytes, &ImageLimits::default()).expect("a few hundred segments");
     assert_eq!((processed.width, processed.height), (32, 32));
 }
 
@@ -782,7 +782,7 @@ fn jpeg_scan_flood_is_refused() {
     let bytes = hostile::jpeg_scan_flood(sniff::MAX_JPEG_SCANS);
     let header = sniff::read_header(&bytes).expect("a header");
     sniff::jpeg_check_body(&bytes, &header).expect("100 scans pass the walk");
-    let _ = process(&bytes, &Limits::default());
+    let _ = process(&bytes, &ImageLimits::default());
 }
 
 #[test]
@@ -822,7 +822,7 @@ fn webp_canvas_and_image_data_must_agree() {
     );
     // The same file with canvas, frame and bitstream in agreement decodes.
     let bytes = hostile::webp_animation((64, 48), (64, 48), 64, 48);
-    let processed = process(&bytes, &Limits::default()).expect("animated webp");
+    let processed = process(&bytes, &ImageLimits::default()).expect("animated webp");
     assert_eq!((processed.width, processed.height), (64, 48));
 }
 
@@ -831,7 +831,7 @@ fn ordinary_progressive_jpeg_with_metadata_still_decodes() {
     let mut bytes = hostile::jpeg(300, 200, true);
     bytes.splice(2..2, exif_app1(6, true));
     bytes.splice(2..2, hostile::jpeg_segment(0xFE, b"a comment"));
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!((processed.width, processed.height), (200, 300));
 }
 
@@ -921,7 +921,7 @@ fn decode_peak(bytes: &[u8], header: sniff::Header) -> (Result<codec::Pixels>, u
         codec::decode(
             bytes,
             &header,
-            &Limits::default(),
+            &ImageLimits::default(),
             (header.width, header.height),
         )
     })
@@ -952,7 +952,7 @@ fn png_iccp_bomb_is_refused_while_scanning_the_header() {
     for inflated in [16 * MIB, MIB + 1] {
         let bytes = hostile::png_iccp_bomb(inflated);
         let start = Instant::now();
-        let err = inspect(&bytes, &Limits::default()).expect_err("iCCP bomb");
+        let err = inspect(&bytes, &ImageLimits::default()).expect_err("iCCP bomb");
         assert!(start.elapsed() < Duration::from_millis(500));
         assert_eq!(err.status(), 400);
         assert!(
@@ -987,7 +987,7 @@ fn png_chunk_flood_is_refused() {
     assert_refused(&bytes, "more than 1000 chunks before its image data");
     // Up to the limit, a 1x1 image still decodes.
     let bytes = hostile::png_chunk_flood(b"tEXt", b"k\0", 999);
-    let processed = process(&bytes, &Limits::default()).expect("999 text chunks");
+    let processed = process(&bytes, &ImageLimits::default()).expect("999 text chunks");
     assert_eq!((processed.width, processed.height), (1, 1));
 }
 
@@ -1002,13 +1002,13 @@ fn png_with_real_sized_profile_and_text_still_decodes() {
             hostile::png_itxt(40_000),
         ],
     );
-    let processed = process(&bytes, &Limits::default()).expect("processes");
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     assert_eq!((processed.width, processed.height), (300, 200));
     let bytes = with_chunks(
         png(&DynamicImage::ImageRgb8(gradient(30, 20))),
         &[hostile::png_iccp(MIB)],
     );
-    process(&bytes, &Limits::default()).expect("a 1 MiB profile");
+    process(&bytes, &ImageLimits::default()).expect("a 1 MiB profile");
 }
 
 #[test]
@@ -1053,15 +1053,21 @@ fn png_16_bit_variants_are_8_bit_with_the_same_colours() {
     let grey = ::image::ImageBuffer::<::image::Luma<u16>, Vec<u16>>::from_fn(300, 200, |_, _| {
         ::image::Luma([0x8080])
     });
-    let processed =
-        process(&png(&DynamicImage::ImageRgba16(rgba)), &Limits::default()).expect("rgba16");
+    let processed = process(
+        &png(&DynamicImage::ImageRgba16(rgba)),
+        &ImageLimits::default(),
+    )
+    .expect("rgba16");
     let thumbnail = decode(&processed.variants[4].bytes);
     assert_eq!(thumbnail.color(), ::image::ColorType::Rgba8);
     assert!(close(rgb_at(&thumbnail, 10, 50), [255, 128, 0], 2));
     assert_eq!(thumbnail.get_pixel(10, 50).0[3], 255);
     assert_eq!(thumbnail.get_pixel(140, 50).0[3], 0);
-    let processed =
-        process(&png(&DynamicImage::ImageLuma16(grey)), &Limits::default()).expect("luma16");
+    let processed = process(
+        &png(&DynamicImage::ImageLuma16(grey)),
+        &ImageLimits::default(),
+    )
+    .expect("luma16");
     let thumbnail = decode(&processed.variants[4].bytes);
     assert_eq!(thumbnail.color(), ::image::ColorType::L8);
     assert_eq!(thumbnail.get_pixel(10, 10).0[0], 0x80);
@@ -1235,14 +1241,14 @@ fn display_p3_jpeg_variants_are_converted_to_srgb() {
     let untagged = jpeg(&p3_bands());
     let icc = display_p3_profile();
     let tagged = jpeg_with_icc(&untagged, &icc, 1, &[0]);
-    let processed = process(&tagged, &Limits::default()).expect("processes");
+    let processed = process(&tagged, &ImageLimits::default()).expect("processes");
     assert_bands(&processed, srgb, 4, "P3 JPEG");
     // Untagged, the same numbers are taken as sRGB and kept.
-    let plain = process(&untagged, &Limits::default()).expect("processes");
+    let plain = process(&untagged, &ImageLimits::default()).expect("processes");
     assert_bands(&plain, P3_BANDS, 4, "untagged JPEG");
     // A profile split over three segments, written out of order, is the same profile.
     let split = jpeg_with_icc(&untagged, &icc, 3, &[2, 0, 1]);
-    let again = process(&split, &Limits::default()).expect("processes");
+    let again = process(&split, &ImageLimits::default()).expect("processes");
     for (a, b) in processed.variants.iter().zip(&again.variants) {
         assert_eq!(a.bytes, b.bytes, "{}", a.name);
     }
@@ -1265,7 +1271,7 @@ fn display_p3_png_with_alpha_is_converted_and_keeps_alpha() {
     });
     let untagged = png(&DynamicImage::ImageRgba8(rgba));
     let tagged = with_chunks(untagged.clone(), &[iccp_chunk(&display_p3_profile())]);
-    let processed = process(&tagged, &Limits::default()).expect("processes");
+    let processed = process(&tagged, &ImageLimits::default()).expect("processes");
     assert_bands(&processed, P3_BANDS.map(p3_to_srgb), 2, "P3 PNG");
     for v in &processed.variants {
         let image = decode(&v.bytes);
@@ -1277,7 +1283,7 @@ fn display_p3_png_with_alpha_is_converted_and_keeps_alpha() {
             v.name
         );
     }
-    let plain = process(&untagged, &Limits::default()).expect("processes");
+    let plain = process(&untagged, &ImageLimits::default()).expect("processes");
     assert_bands(&plain, P3_BANDS, 1, "untagged PNG");
 }
 
@@ -1285,10 +1291,10 @@ fn display_p3_png_with_alpha_is_converted_and_keeps_alpha() {
 fn display_p3_webp_variants_are_converted_to_srgb() {
     let simple = webp_lossy(&p3_bands());
     let tagged = webp_with_icc(&simple, 450, 150, &display_p3_profile());
-    let processed = process(&tagged, &Limits::default()).expect("processes");
+    let processed = process(&tagged, &ImageLimits::default()).expect("processes");
     assert_eq!(processed.format, ImageFormat::WebP);
     assert_bands(&processed, P3_BANDS.map(p3_to_srgb), 5, "P3 WebP");
-    let plain = process(&simple, &Limits::default()).expect("processes");
+    let plain = process(&simple, &ImageLimits::default()).expect("processes");
     assert_bands(&plain, P3_BANDS, 5, "untagged WebP");
 }
 
@@ -1304,7 +1310,7 @@ fn grey_image_with_a_grey_profile_is_converted() {
         ::image::Luma([128]),
     ));
     let tagged = with_chunks(png(&grey), &[iccp_chunk(&icc)]);
-    let processed = process(&tagged, &Limits::default()).expect("processes");
+    let processed = process(&tagged, &ImageLimits::default()).expect("processes");
     for v in &processed.variants {
         let image = decode(&v.bytes);
         assert_eq!(image.color(), ::image::ColorType::L8, "{}", v.name);
@@ -1315,8 +1321,9 @@ fn grey_image_with_a_grey_profile_is_converted() {
 
 /// The variants of `bytes` equal those of `reference`, byte for byte.
 fn assert_same_variants(bytes: &[u8], reference: &[u8], what: &str) {
-    let processed = process(bytes, &Limits::default()).unwrap_or_else(|e| panic!("{what}: {e:?}"));
-    let expected = process(reference, &Limits::default()).expect("reference processes");
+    let processed =
+        process(bytes, &ImageLimits::default()).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let expected = process(reference, &ImageLimits::default()).expect("reference processes");
     for (a, b) in processed.variants.iter().zip(&expected.variants) {
         assert_eq!(a.bytes, b.bytes, "{what}: {}", a.name);
     }

@@ -166,8 +166,9 @@ pub async fn large_budgets_admit_exactly_their_limit(store: SharedStore) {
 /// DynamoDB one `GetItem`): only the first refusal of the window recorded its nonce and
 /// drew on the budget.
 pub async fn refusals_and_replays_through_the_app(store: SharedStore, probe: &super::RowProbe) {
+    use sitehost::account::NewKey;
     use sitehost::api::App;
-    use sitehost::auth::{oauth1, NewKey};
+    use sitehost::auth::oauth1;
     use sitehost::clock::FixedClock;
     use sitehost::config::{Config, RequestBudgets};
     use sitehost::store::Stores;

@@ -2,7 +2,7 @@
 //! references and validation, and update semantics.
 
 use sitehost::business::{Business, BusinessOrder, BusinessPatch, NewBusiness};
-use sitehost::image::{ImageFilter, NewImage};
+use sitehost::image_record::{ImageFilter, NewImage};
 use sitehost::store::SharedStore;
 
 use super::fixtures::{

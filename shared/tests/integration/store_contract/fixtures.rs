@@ -4,7 +4,7 @@
 use sitehost::business::{
     Business, BusinessFilter, BusinessOrder, BusinessPatch, BusinessQuery, NewBusiness,
 };
-use sitehost::image::{Image, ImageFilter, ImageQuery, NewImage};
+use sitehost::image_record::{Image, ImageFilter, ImageQuery, NewImage};
 use sitehost::store::{Page, SharedStore};
 use sitehost::ApiError;
 

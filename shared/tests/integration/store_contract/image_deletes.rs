@@ -4,7 +4,7 @@
 //! never leaves a business whose logo is gone.
 
 use sitehost::business::{BusinessPatch, NewBusiness};
-use sitehost::image::{Image, ImageFilter, NewImage};
+use sitehost::image_record::{Image, ImageFilter, NewImage};
 use sitehost::store::SharedStore;
 use sitehost::ApiError;
 

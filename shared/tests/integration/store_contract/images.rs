@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use sitehost::business::{BusinessPatch, NewBusiness};
-use sitehost::image::{Image, ImageFilter, NewImage};
+use sitehost::image_record::{Image, ImageFilter, NewImage};
 use sitehost::store::{Page, SharedStore};
 use sitehost::ApiError;
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use sitehost::auth::{ApiKey, NewKey};
+use sitehost::account::{ApiKey, NewKey};
 use sitehost::store::SharedStore;
 
 pub async fn keys(store: SharedStore) {

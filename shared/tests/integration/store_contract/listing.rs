@@ -5,7 +5,7 @@ use sitehost::business::{
     Business, BusinessFilter, BusinessOrder, BusinessPatch, BusinessQuery, NewBusiness,
 };
 use sitehost::clock::utc_date;
-use sitehost::image::ImageFilter;
+use sitehost::image_record::ImageFilter;
 use sitehost::store::{Page, SharedStore};
 
 use super::fixtures::{

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use http::HeaderMap;
 use serde_json::Value;
 
+use sitehost::account::NewKey;
 use sitehost::api::{App, Operation};
-use sitehost::auth::NewKey;
 use sitehost::clock::FixedClock;
 use sitehost::config::Config;
 use sitehost::store::Stores;
@@ -68,7 +68,7 @@ pub async fn fixture_app(
         .create_business(account.id, new, SIGNED_AT - 60)
         .await
         .expect("business");
-    let image = sitehost::image::NewImage {
+    let image = sitehost::image_record::NewImage {
         id: None,
         path: "img/upload/existing-abc.png".into(),
         mimetype: "image/png".into(),
@@ -86,7 +86,7 @@ pub async fn fixture_app(
     let mut config = Config::embedded(dir.path().into());
     config.default_scheme = "https".into();
     config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
-    config.origin_verify = origin_secret.and_then(sitehost::auth::OriginSecret::new);
+    config.origin_verify = origin_secret.and_then(sitehost::config::OriginSecret::new);
     (
         App::new(stores, config)
             .expect("app")

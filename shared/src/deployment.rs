@@ -1,4 +1,5 @@
-//! The seam between the common crate and its optional parts: `files` (the S3 file store,
+//! How a deployment is composed from the build it runs in: its stores, and the parts that
+//! only some builds have. This is the seam between the common crate and its optional parts: `files` (the S3 file store,
 //! `s3.rs`) and `images` (which adds `upload`: pipeline, fetcher). The only module besides
 //! `lib.rs` that names a cargo feature. Each function here answers for every build, so
 //! callers never need a `cfg` of their own. (`local`, the other feature, is reached only

@@ -1,5 +1,5 @@
-//! Images: the record, list filters and JSON rendering. The upload pipeline lives in the
-//! submodules.
+//! Images: the record, its variant sizes and the paths of its files (and their WebP
+//! siblings). Named apart from the `image` codec crate; the upload pipeline is `upload`.
 
 use serde_json::{json, Map, Value};
 
