@@ -6,10 +6,79 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine;
+use clap::Subcommand;
 use serde_json::{json, Value};
 use sitehost::auth::origin::{self, ORIGIN_VERIFY_HEADER};
 use sitehost::auth::{oauth1, signed_params};
-use sitehost::config::OriginSecret;
+use sitehost::clock::{Clock, SystemClock};
+use sitehost::config::{Config, Defaults, OriginSecret};
+
+#[derive(Subcommand)]
+pub enum EventsCommand {
+    /// Re-signs API Gateway HTTP API (payload 2.0) event files for the current time: a
+    /// fresh OAuth timestamp and nonce, signed as the functions verify it, for
+    /// `sam local invoke -e` and `scripts/invoke`. One file (or standard input) is printed
+    /// to standard output; several need --in-place or --out-dir. The signed host is the
+    /// event's X-Forwarded-Host when it came through our CloudFront, else its Host; --host
+    /// replaces that header. Came through CloudFront means: its X-Origin-Verify holds
+    /// SITEHOST_ORIGIN_VERIFY, the function's origin secret, when that is set (another value
+    /// is signed for Host, as such a function verifies it, with a warning); when it is not
+    /// set, the header's value is not checked, any X-Origin-Verify counts, and a note says
+    /// so (a function whose secret differs then answers 401).
+    Sign {
+        /// API key (from `sitehost keys create`).
+        #[arg(long, env = "SITEHOST_KEY")]
+        key: String,
+        /// Its secret.
+        #[arg(long, env = "SITEHOST_SECRET", hide_env_values = true)]
+        secret: String,
+        /// Sign for this host (and write it into the event) instead of the event's own.
+        #[arg(long)]
+        host: Option<String>,
+        /// Scheme signed unless the event came through CloudFront (then its
+        /// X-Forwarded-Proto): https, as the functions assume on Lambda.
+        #[arg(long, default_value = "https")]
+        scheme: String,
+        /// Overwrites each file.
+        #[arg(long, conflicts_with = "out_dir")]
+        in_place: bool,
+        /// Writes each signed file into DIR under its own name.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+        /// Event files; standard input when none.
+        files: Vec<PathBuf>,
+    },
+}
+
+pub fn run(command: EventsCommand) -> Result<()> {
+    let EventsCommand::Sign {
+        key,
+        secret,
+        host,
+        scheme,
+        in_place,
+        out_dir,
+        files,
+    } = command;
+    // The function's origin secret, read as every setting is.
+    let origin_secret = Config::from_env(Defaults::command())
+        .context("reading the configuration (SITEHOST_ORIGIN_VERIFY)")?
+        .origin_verify;
+    let signer = Signer {
+        key: &key,
+        secret: &secret,
+        host: host.as_deref(),
+        scheme: &scheme,
+        now: SystemClock.now(),
+        origin_secret: origin_secret.as_ref(),
+    };
+    let output = match (in_place, out_dir) {
+        (true, _) => Output::InPlace,
+        (false, Some(dir)) => Output::Dir(dir),
+        (false, None) => Output::Stdout,
+    };
+    sign_files(&files, &signer, &output)
+}
 
 /// What to sign with.
 pub struct Signer<'a> {

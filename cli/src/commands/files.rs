@@ -1,0 +1,93 @@
+//! `sitehost files sweep`: removes the upload files no image record references.
+
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+use sitehost::clock::{Clock, SystemClock};
+use sitehost::config::StoreKind;
+use sitehost::upload::sweep::{sweep, SweepOptions, MIN_GRACE_SECS};
+
+use crate::StoreArgs;
+
+#[derive(Subcommand)]
+pub enum FilesCommand {
+    /// Removes upload files no image record references (left by an upload that died
+    /// between its files and its record). Safe to run at any time.
+    Sweep {
+        /// Only file sets older than this are considered: `90m`, `1h`, `2d`, seconds
+        /// without a unit; at least 5m (far above the upload timeout of 29 s).
+        #[arg(long, default_value = "1h", value_parser = parse_age)]
+        older_than: i64,
+        /// Lists what would be removed; changes nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// S3 bucket of the upload files, with --store dynamodb. Default: SITEHOST_BUCKET.
+        #[arg(long)]
+        bucket: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+pub async fn run(command: FilesCommand) -> Result<()> {
+    let FilesCommand::Sweep {
+        older_than,
+        dry_run,
+        bucket,
+        store,
+    } = command;
+    let mut config = store.config()?;
+    config.bucket = bucket.or(config.bucket);
+    if matches!(config.store, StoreKind::DynamoDb { .. }) && config.bucket.is_none() {
+        bail!("--store dynamodb needs --bucket or SITEHOST_BUCKET");
+    }
+    let stores = sitehost::local::open_stores(&config).await?;
+    let options = SweepOptions {
+        now: SystemClock.now(),
+        grace_secs: older_than,
+        dry_run,
+    };
+    let files = stores
+        .files
+        .context("this store has no file store to sweep (SITEHOST_BUCKET)")?;
+    let report = sweep(stores.records.as_ref(), files.as_ref(), options).await?;
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for set in &report.orphans {
+        println!("{verb} {set}.*");
+    }
+    println!(
+        "{} orphan file sets ({} files removed); {} recorded and {} newer than {older_than} s kept; {} files without an image id left alone",
+        report.orphans.len(),
+        report.files_removed,
+        report.recorded_sets,
+        report.fresh_sets,
+        report.other_files
+    );
+    Ok(())
+}
+
+/// `90s`, `30m`, `1h`, `2d` or plain seconds, at least the sweeper's minimum grace.
+fn parse_age(text: &str) -> std::result::Result<i64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(format!("'{text}': use a number with s, m, h or d")),
+    };
+    let seconds = number
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("'{text}' is not a duration"))?;
+    if seconds < MIN_GRACE_SECS {
+        return Err(format!(
+            "'{text}' is shorter than the minimum of {MIN_GRACE_SECS} s"
+        ));
+    }
+    Ok(seconds)
+}

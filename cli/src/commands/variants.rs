@@ -1,0 +1,81 @@
+//! `sitehost variants`: the upload pipeline on a local file, with the time of each stage
+//! (the image benchmark).
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use sitehost::config::{Config, Defaults};
+use sitehost::upload::pipeline::{process_file_timed, webp_sibling_of_variant, write_variants};
+
+#[derive(Args)]
+pub struct VariantsArgs {
+    file: PathBuf,
+    outdir: PathBuf,
+}
+
+/// SITEHOST_BENCH_NO_WEBP_SIBLINGS=1: uploads (`serve`) and `variants` make no WebP
+/// siblings, for measuring their cost against the same build (docs/image-pipeline-bench.md).
+pub fn bench_switches() {
+    if std::env::var_os("SITEHOST_BENCH_NO_WEBP_SIBLINGS").is_some_and(|v| v == "1") {
+        sitehost::upload::pipeline::bench_without_webp_siblings();
+        eprintln!(
+            "SITEHOST_BENCH_NO_WEBP_SIBLINGS=1: no WebP siblings are made (measurement only)"
+        );
+    }
+}
+
+pub fn run(args: VariantsArgs) -> Result<()> {
+    let VariantsArgs { file, outdir } = args;
+    bench_switches();
+    let limits = Config::from_env(Defaults::command())?.image_limits;
+    let processed = process_file_timed(&file, &limits).map_err(|e| match e {
+        sitehost::ApiError::Validation(fields) => anyhow!("{}: {fields:?}", file.display()),
+        other => anyhow::Error::new(other).context(file.display().to_string()),
+    })?;
+    let paths = write_variants(&processed, &outdir)?;
+    println!(
+        "{} {}x{} ({})",
+        processed.format.name(),
+        processed.width,
+        processed.height,
+        processed.mimetype
+    );
+    for (variant, path) in processed.variants.iter().zip(&paths) {
+        println!(
+            "  {:<9} {:>4}x{:<4} {:>9} bytes  {}",
+            variant.name,
+            variant.width,
+            variant.height,
+            variant.bytes.len(),
+            path.display()
+        );
+        if let Some(webp) = &variant.webp {
+            println!(
+                "  {:<9} {:>9} {:>9} bytes  {}.webp (WebP sibling)",
+                "",
+                "",
+                webp.len(),
+                path.display()
+            );
+        } else if processed.extension != "webp" {
+            // What the frontend's first request of this sibling costs (operations::siblings):
+            // made from the stored variant, as image-sibling and `serve` make it.
+            let started = std::time::Instant::now();
+            let webp = webp_sibling_of_variant(&variant.bytes, &limits)
+                .map_err(|e| anyhow::Error::new(e).context(format!("{}.webp", path.display())))?;
+            let took = started.elapsed();
+            let sibling = format!("{}.webp", path.display());
+            std::fs::write(&sibling, &webp).with_context(|| format!("writing {sibling}"))?;
+            println!(
+                "  {:<9} {:>9} {:>9} bytes  {sibling} (WebP sibling, made on first request in {:.1} ms)",
+                "",
+                "",
+                webp.len(),
+                took.as_secs_f64() * 1000.0
+            );
+        }
+    }
+    println!("{}", processed.timings);
+    Ok(())
+}
