@@ -1,9 +1,12 @@
 //! Businesses: a create or an update is one transaction with its scope counters.
 
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
-use super::images::image_exists;
+use super::rows::{
+    business_columns, business_from_row, fetch_business, image_exists, BUSINESS_COLUMNS,
+    BUSINESS_COLUMN_COUNT,
+};
 use super::{add_to_counters, db_error, next_id, ListQuery, SqliteStore};
 use crate::business::{
     Business, BusinessDetail, BusinessOrder, BusinessPatch, BusinessQuery, NewBusiness,
@@ -17,20 +20,6 @@ use crate::store::{scope, BusinessStore, Page};
 /// The counters' kind for businesses.
 const KIND: &str = "business";
 
-/// The columns [`business_from_row`] reads, in its order (a macro, so that statements can
-/// be put together with `concat!` at compile time).
-macro_rules! business_columns {
-    () => {
-        "id, account_id, business_name, slug, deleted, partner_business_id, \
-         partner_sub_id, category_id, logo_image_id, user_id, added, modified"
-    };
-}
-
-const BUSINESS_COLUMNS: &str = business_columns!();
-
-/// How many columns [`BUSINESS_COLUMNS`] names: what a query selects after them starts here.
-const BUSINESS_COLUMN_COUNT: usize = 12;
-
 /// A business (by id, in its account), its services and whether it has locations.
 const DETAIL_SQL: &str = concat!(
     "SELECT ",
@@ -39,23 +28,6 @@ const DETAIL_SQL: &str = concat!(
      EXISTS (SELECT 1 FROM locations WHERE business_id = businesses.id) \
      FROM businesses WHERE id = ?1 AND account_id = ?2"
 );
-
-fn business_from_row(row: &Row) -> rusqlite::Result<Business> {
-    Ok(Business {
-        id: row.get(0)?,
-        account_id: row.get(1)?,
-        business_name: row.get(2)?,
-        slug: row.get(3)?,
-        deleted: row.get(4)?,
-        partner_business_id: row.get(5)?,
-        partner_sub_id: row.get(6)?,
-        category_id: row.get(7)?,
-        logo_image_id: row.get(8)?,
-        user_id: row.get(9)?,
-        added: row.get(10)?,
-        modified: row.get(11)?,
-    })
-}
 
 fn write_business(tx: &Transaction, b: &Business) -> Result<()> {
     tx.prepare_cached(
@@ -188,18 +160,6 @@ fn fetch_detail(conn: &Connection, account_id: i64, id: i64) -> Result<Option<Bu
         services,
         locations,
     }))
-}
-
-pub(super) fn fetch_business(
-    conn: &Connection,
-    account_id: i64,
-    id: i64,
-) -> rusqlite::Result<Option<Business>> {
-    conn.prepare_cached(&format!(
-        "SELECT {BUSINESS_COLUMNS} FROM businesses WHERE id = ?1 AND account_id = ?2"
-    ))?
-    .query_row(params![id, account_id], business_from_row)
-    .optional()
 }
 
 #[async_trait]

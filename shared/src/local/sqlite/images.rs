@@ -1,9 +1,9 @@
 //! Images: a create is one transaction with its scope counters; barred ids stay barred.
 
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use rusqlite::{params, Connection, OptionalExtension};
 
-use super::businesses::fetch_business;
+use super::rows::{fetch_business, image_from_row, IMAGE_COLUMNS};
 use super::{add_to_counters, db_error, next_id, ListQuery, SqliteStore};
 use crate::error::{ApiError, Result};
 use crate::image_record::{Image, ImageQuery, NewImage};
@@ -11,41 +11,6 @@ use crate::store::{rules, scope, ImageStore, Page};
 
 /// The counters' kind for images.
 const KIND: &str = "image";
-
-const IMAGE_COLUMNS: &str = "id, account_id, path, mimetype, width, height, site_id, business_id, \
-     user_id, added, modified, partner_sub_id";
-
-fn image_from_row(row: &Row) -> rusqlite::Result<Image> {
-    Ok(Image {
-        id: row.get(0)?,
-        account_id: row.get(1)?,
-        path: row.get(2)?,
-        mimetype: row.get(3)?,
-        width: row.get(4)?,
-        height: row.get(5)?,
-        site_id: row.get(6)?,
-        business_id: row.get(7)?,
-        user_id: row.get(8)?,
-        added: row.get(9)?,
-        modified: row.get(10)?,
-        partner_sub_id: row.get(11)?,
-    })
-}
-
-/// Whether the image exists in the account and, with `restrict_sub_id`, has that sub id.
-pub(super) fn image_exists(
-    tx: &Transaction,
-    account_id: i64,
-    image_id: i64,
-    restrict_sub_id: Option<&str>,
-) -> Result<bool> {
-    tx.prepare_cached(
-        "SELECT 1 FROM images WHERE id = ?1 AND account_id = ?2
-         AND (?3 IS NULL OR partner_sub_id = ?3)",
-    )
-    .and_then(|mut s| s.exists(params![image_id, account_id, restrict_sub_id]))
-    .map_err(db_error)
-}
 
 fn fetch_image(conn: &Connection, id: i64) -> rusqlite::Result<Option<Image>> {
     conn.prepare_cached(&format!("SELECT {IMAGE_COLUMNS} FROM images WHERE id = ?1"))?

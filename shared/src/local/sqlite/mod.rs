@@ -6,7 +6,8 @@
 //! `total_count`s without counting rows.
 //!
 //! Shaped like `store::dynamo`: the connections, transactions, sequences and counters here;
-//! one module per record kind (`businesses`, `images`, `keys`, `budgets`, `nonces`).
+//! one module per record kind (`businesses`, `images`, `keys`, `budgets`, `idempotency`,
+//! `nonces`), and below the first two `rows`, the row layout and lookups both use.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -78,6 +79,7 @@ mod idempotency;
 mod images;
 mod keys;
 mod nonces;
+mod rows;
 
 const DB_FILE: &str = "sitehost.db";
 const READERS: usize = 4;

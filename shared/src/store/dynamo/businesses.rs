@@ -3,7 +3,10 @@
 use async_trait::async_trait;
 
 use super::items::{self, name_sort_key, Kind, Seq};
-use super::{backoff, busy, spread, DynamoStore, NewEntries, ScopeList, TxOutcome, MAX_ATTEMPTS};
+use super::reads::ScopeList;
+use super::records;
+use super::transactions::{NewEntries, TxOutcome};
+use super::{backoff, busy, spread, DynamoStore, MAX_ATTEMPTS};
 
 /// Attempts of one update transaction cancelled for conflicts before the update reads the
 /// business again (`MAX_ATTEMPTS` reads at most).
@@ -24,7 +27,7 @@ impl DynamoStore {
         let Some(item) = self.get_item(items::business_key(id)).await? else {
             return Ok(None);
         };
-        let (business, version) = items::business_from(&item)?;
+        let (business, version) = records::business_from(&item)?;
         // Another account's record reads as absent.
         Ok((business.account_id == account_id).then_some((business, version)))
     }
@@ -36,8 +39,8 @@ impl DynamoStore {
         let mut details = None;
         for item in self.partition(&items::business_pk(id)).await? {
             match items::get_s(&item, items::SK)?.as_str() {
-                "BUSINESS" => record = Some(items::business_from(&item)?),
-                items::DETAILS => details = Some(items::details_from(&item)?),
+                "BUSINESS" => record = Some(records::business_from(&item)?),
+                items::DETAILS => details = Some(records::details_from(&item)?),
                 _ => {}
             }
         }
@@ -99,9 +102,9 @@ impl BusinessStore for DynamoStore {
             if let Some(logo) = logo {
                 actions.push(self.mark_logo(logo, account_id, None, id)?);
             }
-            actions.push(self.put_new(items::business_item(business, 1))?);
+            actions.push(self.put_new(records::business_item(business, 1))?);
             if with_details {
-                actions.push(self.put_new(items::details_item(&detail, 1)?)?);
+                actions.push(self.put_new(records::details_item(&detail, 1)?)?);
             }
             actions.extend(self.entries_and_counts(entries, spread::random_lane())?);
             Ok(actions)
@@ -183,13 +186,13 @@ impl BusinessStore for DynamoStore {
                 let lane = spread::random_lane();
                 let counter =
                     |scope: &str| items::counter_key(Kind::Business, account_id, scope, lane);
-                let mut actions = vec![
-                    self.put_if_version(items::business_item(business, version + 1), version)?
-                ];
+                let mut actions =
+                    vec![self
+                        .put_if_version(records::business_item(business, version + 1), version)?];
                 // Second, so that its failed condition is a lost race like the first's.
                 if details_changed {
                     actions.push(self.put_if_read(
-                        items::details_item(&detail, version + 1)?,
+                        records::details_item(&detail, version + 1)?,
                         read.details_version,
                     )?);
                 }
@@ -282,7 +285,7 @@ impl BusinessStore for DynamoStore {
             .await?;
         let mut items = Vec::with_capacity(records.len());
         for record in &records {
-            let (business, _) = items::business_from(record)?;
+            let (business, _) = records::business_from(record)?;
             items.push(business);
         }
         Ok(Page { items, total_count })

@@ -2,13 +2,13 @@
 
 use async_trait::async_trait;
 
-use super::items::{self, Kind, Seq};
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
-use super::{
-    backoff, build_error, busy, conditional, spread, DynamoStore, NewEntries, ScopeList, TxOutcome,
-    MAX_ATTEMPTS,
-};
+use super::items::{self, Kind, Seq};
+use super::reads::ScopeList;
+use super::records;
+use super::transactions::{NewEntries, TxOutcome};
+use super::{backoff, build_error, busy, conditional, spread, DynamoStore, MAX_ATTEMPTS};
 use crate::error::{ApiError, Result};
 use crate::image_record::{Image, ImageQuery, NewImage};
 use crate::store::rules::{image_is_logo, no_such_business};
@@ -38,7 +38,7 @@ impl ImageStore for DynamoStore {
             let found = self.get_item(items::business_key(business)).await?;
             let matches = match found {
                 Some(item) => {
-                    let (found, _) = items::business_from(&item)?;
+                    let (found, _) = records::business_from(&item)?;
                     found.account_id == account_id && found.partner_sub_id == image.partner_sub_id
                 }
                 None => false,
@@ -56,7 +56,7 @@ impl ImageStore for DynamoStore {
             nk: None,
         };
         let actions = || {
-            let mut actions = vec![self.put_new(items::image_item(&image))?];
+            let mut actions = vec![self.put_new(records::image_item(&image))?];
             actions.extend(self.entries_and_counts(entries, spread::random_lane())?);
             Ok(actions)
         };
@@ -94,14 +94,14 @@ impl ImageStore for DynamoStore {
             .await?;
         let items = records
             .iter()
-            .map(items::image_from)
+            .map(records::image_from)
             .collect::<Result<Vec<_>>>()?;
         Ok(Page { items, total_count })
     }
 
     async fn find_image_any_account(&self, id: i64) -> Result<Option<Image>> {
         match self.get_item(items::image_key(id)).await? {
-            Some(item) => items::image_record(&item),
+            Some(item) => records::image_record(&item),
             None => Ok(None),
         }
     }
@@ -117,7 +117,7 @@ impl ImageStore for DynamoStore {
                 .client
                 .put_item()
                 .table_name(&self.table)
-                .set_item(Some(items::barred_image_item(id)))
+                .set_item(Some(records::barred_image_item(id)))
                 .condition_expression("attribute_not_exists(#pk)")
                 .expression_attribute_names("#pk", items::PK)
                 .send()
@@ -154,7 +154,7 @@ impl ImageStore for DynamoStore {
             let Some(item) = self.get_item(items::image_key(id)).await? else {
                 return Ok(None);
             };
-            let Some(image) = items::image_record(&item)? else {
+            let Some(image) = records::image_record(&item)? else {
                 return Ok(None);
             };
             // An image's account and sub id never change, so this part of the read cannot
@@ -206,17 +206,17 @@ impl ImageStore for DynamoStore {
 
 /// The smallest business id among an image item's logo marks.
 fn first_logo_of(item: &items::Item) -> Result<Option<i64>> {
-    let Some(value) = item.get(items::LOGO_OF) else {
+    let Some(value) = item.get(records::LOGO_OF) else {
         return Ok(None);
     };
     let ids = value
         .as_ns()
-        .map_err(|_| ApiError::internal(format!("{} is not a number set", items::LOGO_OF)))?;
+        .map_err(|_| ApiError::internal(format!("{} is not a number set", records::LOGO_OF)))?;
     let mut first = None;
     for id in ids {
         let id: i64 = id
             .parse()
-            .map_err(|_| ApiError::internal(format!("{} holds {id:?}", items::LOGO_OF)))?;
+            .map_err(|_| ApiError::internal(format!("{} holds {id:?}", records::LOGO_OF)))?;
         first = Some(first.map_or(id, |f: i64| f.min(id)));
     }
     Ok(first)
@@ -228,10 +228,10 @@ impl DynamoStore {
     fn bar_unmarked_image(&self, id: i64, account_id: i64) -> Result<TransactWriteItem> {
         let put = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(items::barred_image_item(id)))
+            .set_item(Some(records::barred_image_item(id)))
             .condition_expression("#a = :a AND attribute_not_exists(#l)")
             .expression_attribute_names("#a", "account_id")
-            .expression_attribute_names("#l", items::LOGO_OF)
+            .expression_attribute_names("#l", records::LOGO_OF)
             .expression_attribute_values(":a", items::n(account_id))
             .build()
             .map_err(build_error)?;
@@ -246,7 +246,7 @@ impl DynamoStore {
         restrict_sub_id: Option<&str>,
     ) -> ApiError {
         match self.get_item(items::business_key(business)).await {
-            Ok(Some(item)) => match items::business_from(&item) {
+            Ok(Some(item)) => match records::business_from(&item) {
                 Ok((found, _)) => image_is_logo(id, &found, restrict_sub_id),
                 Err(err) => err,
             },

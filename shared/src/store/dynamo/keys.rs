@@ -4,7 +4,9 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 
 use super::items::{self, get_s, n, Seq, KEYS_PK, MAX_KEY_BYTES, PK, SK};
-use super::{busy, conditional, log_capacity, DynamoStore, TxOutcome, MAX_ATTEMPTS};
+use super::records;
+use super::transactions::TxOutcome;
+use super::{busy, conditional, log_capacity, DynamoStore, MAX_ATTEMPTS};
 use crate::account::{Account, ApiKey, NewKey};
 use crate::error::{ApiError, Result};
 use crate::store::KeyStore;
@@ -13,7 +15,7 @@ use crate::store::KeyStore;
 impl KeyStore for DynamoStore {
     async fn ensure_account(&self, name: &str) -> Result<Account> {
         if let Some(item) = self.get_item(items::account_key(name)).await? {
-            return items::account_from(&item);
+            return records::account_from(&item);
         }
         let account = Account {
             id: self.next_id(Seq::Account).await?,
@@ -23,7 +25,7 @@ impl KeyStore for DynamoStore {
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(items::account_item(&account)))
+            .set_item(Some(records::account_item(&account)))
             .condition_expression("attribute_not_exists(#pk)")
             .expression_attribute_names("#pk", PK)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
@@ -41,7 +43,7 @@ impl KeyStore for DynamoStore {
                     .get_item(items::account_key(name))
                     .await?
                     .ok_or_else(|| ApiError::internal("account vanished after a create race"))?;
-                items::account_from(&item)
+                records::account_from(&item)
             }
         }
     }
@@ -70,7 +72,7 @@ impl KeyStore for DynamoStore {
         };
         let actions = || {
             Ok(vec![
-                self.put_new(items::api_key_item(&key))?,
+                self.put_new(records::api_key_item(&key))?,
                 self.put(items::key_listing_key(&key.key))?,
             ])
         };
@@ -88,7 +90,7 @@ impl KeyStore for DynamoStore {
 
     async fn get_key(&self, key: &str) -> Result<Option<ApiKey>> {
         match self.get_item(items::api_key_key(key)).await? {
-            Some(item) => items::api_key_from(&item).map(Some),
+            Some(item) => records::api_key_from(&item).map(Some),
             None => Ok(None),
         }
     }
@@ -106,7 +108,7 @@ impl KeyStore for DynamoStore {
             .batch_get(keys)
             .await?
             .iter()
-            .map(items::api_key_from)
+            .map(records::api_key_from)
             .collect::<Result<Vec<_>>>()?;
         listed.sort_by(|a, b| (a.created, &a.key).cmp(&(b.created, &b.key)));
         Ok(listed)

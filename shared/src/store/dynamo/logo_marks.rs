@@ -8,7 +8,8 @@
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 
 use super::items::{self, n, PK, SK};
-use super::{aws_error, build_error, busy, DynamoStore, TxOutcome, MAX_ATTEMPTS};
+use super::transactions::TxOutcome;
+use super::{aws_error, build_error, busy, DynamoStore, MAX_ATTEMPTS};
 use crate::error::{ApiError, Result};
 
 /// What a pass found.
