@@ -656,12 +656,18 @@ fn every_schema_bound_is_the_codes() {
     }
 }
 
-/// The README and docs/deploy.md state the same defaults as the code.
+/// The reference pages (docs/configuration.md, budgets.md, api.md, authentication.md) and
+/// docs/deploy.md state the same defaults as the code.
 #[test]
-fn the_readme_and_deploy_guide_state_the_codes_limits() {
+fn the_reference_and_deploy_guide_state_the_codes_limits() {
     use sitehost::config::{self, thousands};
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let reference = ["configuration", "budgets", "api", "authentication"]
+        .map(|page| {
+            let path = format!("docs/{page}.md");
+            std::fs::read_to_string(root.join(&path)).expect(&path)
+        })
+        .join("\n");
     let deploy = std::fs::read_to_string(root.join("docs/deploy.md")).expect("deploy.md");
     let fetch = config::FetchConfig::default();
     let pixels = config::ImageLimits::default();
@@ -701,7 +707,7 @@ fn the_readme_and_deploy_guide_state_the_codes_limits() {
             server.write_timeout.as_secs().to_string(),
         ),
     ];
-    // README: | `VAR` | used by | meaning | default |; deploy.md: | `VAR` | default | meaning |.
+    // configuration.md: | `VAR` | used by | meaning | default |; deploy.md: | `VAR` | default | meaning |.
     let cell = |text: &str, var: &str, column: usize| -> Option<String> {
         let row = text
             .lines()
@@ -713,10 +719,11 @@ fn the_readme_and_deploy_guide_state_the_codes_limits() {
             .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()))
     };
     for (var, expected) in &defaults {
-        let stated = cell(&readme, var, 4).unwrap_or_else(|| panic!("README lists {var}"));
+        let stated =
+            cell(&reference, var, 4).unwrap_or_else(|| panic!("docs/configuration.md lists {var}"));
         assert!(
             starts_with_number(&stated, expected),
-            "README: {var} defaults to {expected}, not {stated}"
+            "docs/configuration.md: {var} defaults to {expected}, not {stated}"
         );
         if let Some(stated) = cell(&deploy, var, 2) {
             assert!(
@@ -729,7 +736,7 @@ fn the_readme_and_deploy_guide_state_the_codes_limits() {
         cell(&deploy, "SITEHOST_UPLOAD_MAX_BYTES", 2).is_some(),
         "docs/deploy.md states the upload limit"
     );
-    // The README's table of upload limits and its prose.
+    // The table of upload limits (budgets.md) and the reference's prose.
     for phrase in [
         format!(
             "| decoded base64 upload | {} bytes ({} KiB",
@@ -764,6 +771,9 @@ fn the_readme_and_deploy_guide_state_the_codes_limits() {
         ),
         format!("at most {} KiB", sitehost::auth::MAX_FORM_BODY_BYTES >> 10),
     ] {
-        assert!(readme.contains(&phrase), "README states {phrase:?}");
+        assert!(
+            reference.contains(&phrase),
+            "the reference states {phrase:?}"
+        );
     }
 }
