@@ -1,10 +1,11 @@
-//! Businesses: the record, what a client may send, filters and orders, and JSON rendering.
+//! Businesses: the record, the rules of what a client may send in a create or update
+//! body, and the filters and orders of a list. What a business looks like over HTTP (its
+//! JSON, its paths, the list's query parameters) is `operations::business`.
 
 use chrono::NaiveDate;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::account::Caller;
-use crate::clock::format_timestamp;
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::location::{self, Location, NewLocation};
 use crate::validate;
@@ -79,21 +80,6 @@ pub enum BusinessOrder {
 }
 
 impl BusinessOrder {
-    pub fn parse(value: &str) -> Result<Self> {
-        match value {
-            "id" => Ok(Self::IdAsc),
-            "-id" => Ok(Self::IdDesc),
-            "business_name" => Ok(Self::NameAsc),
-            "-business_name" => Ok(Self::NameDesc),
-            other => Err(ApiError::field(
-                "order_by",
-                format!(
-                    "'{other}' is not an allowed ordering; use one of id, -id, business_name, -business_name"
-                ),
-            )),
-        }
-    }
-
     pub fn by_name(self) -> bool {
         matches!(self, Self::NameAsc | Self::NameDesc)
     }
@@ -154,28 +140,6 @@ impl Business {
         }
         changed
     }
-
-    pub fn resource_uri(&self) -> String {
-        resource_uri(self.id)
-    }
-
-    /// The list representation.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "business_name": self.business_name,
-            "slug": self.slug,
-            "deleted": self.deleted,
-            "partner_business_id": self.partner_business_id,
-            "partner_sub_id": self.partner_sub_id,
-            "category_id": self.category_id,
-            "logo_image_id": self.logo_image_id,
-            "user_id": self.user_id,
-            "added": format_timestamp(self.added),
-            "modified": format_timestamp(self.modified),
-            "resource_uri": self.resource_uri(),
-        })
-    }
 }
 
 impl BusinessDetail {
@@ -219,28 +183,6 @@ impl BusinessDetail {
         }
         Ok(changed)
     }
-
-    /// The detail representation: the list one plus `logo_image`, `images`, `category`
-    /// (`{"id": category_id}`: there is no category resource here), `services` and
-    /// `locations`.
-    pub fn to_json(&self, logo_image: Option<Value>, images: Vec<Value>) -> Value {
-        let business = &self.business;
-        let mut value = business.to_json();
-        if let Value::Object(map) = &mut value {
-            map.insert("logo_image".into(), logo_image.unwrap_or(Value::Null));
-            map.insert("images".into(), Value::Array(images));
-            let category = business.category_id.map(|id| json!({ "id": id }));
-            map.insert("category".into(), category.unwrap_or(Value::Null));
-            map.insert("services".into(), json!(self.services));
-            let locations = self.locations.iter().map(|l| l.to_json(business.id));
-            map.insert("locations".into(), Value::Array(locations.collect()));
-        }
-        value
-    }
-}
-
-pub fn resource_uri(id: i64) -> String {
-    format!("/api/v2/businesses/{id}/")
 }
 
 /// Django-style slug: ASCII letters and digits, runs of anything else become one hyphen.
@@ -451,132 +393,10 @@ impl BusinessPatch {
     }
 }
 
-/// Read-only fields of the business object: ignored in a body (`id` only on create: an
-/// update checks it against the path; `category` follows `category_id`).
-const READ_ONLY_FIELDS: [&str; 8] = [
-    "category",
-    "slug",
-    "user_id",
-    "added",
-    "modified",
-    "resource_uri",
-    "logo_image",
-    "images",
-];
-
-/// The fields a business body may set.
-const WRITABLE_FIELDS: [&str; 8] = [
-    "business_name",
-    "partner_business_id",
-    "partner_sub_id",
-    "category_id",
-    "logo_image_id",
-    "deleted",
-    "services",
-    "locations",
-];
-
-/// What a create or update body sent that was not used. Known names are listed; other
-/// names are only counted, so a client's text never reaches the logs.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct IgnoredFields {
-    pub known: Vec<&'static str>,
-    pub unknown: usize,
-}
-
-impl IgnoredFields {
-    pub fn of(body: &Map<String, Value>, create: bool) -> Self {
-        let mut ignored = IgnoredFields::default();
-        for name in body.keys() {
-            let name = name.as_str();
-            if WRITABLE_FIELDS.contains(&name) || (!create && name == "id") {
-                continue;
-            }
-            match READ_ONLY_FIELDS
-                .iter()
-                .chain(std::iter::once(&"id"))
-                .find(|known| **known == name)
-            {
-                Some(known) => ignored.known.push(known),
-                None => ignored.unknown += 1,
-            }
-        }
-        ignored.known.sort_unstable();
-        ignored
-    }
-
-    /// Logs the ignored field names (never their values), if any.
-    pub fn log(&self) {
-        if self.known.is_empty() && self.unknown == 0 {
-            return;
-        }
-        tracing::info!(
-            ignored_fields = %self.known.join(","),
-            unknown_fields = self.unknown,
-            "business fields ignored"
-        );
-    }
-}
-
-/// Parses the list filters from query parameters (unknown ones are ignored).
-pub fn parse_filter(
-    params: &[(String, String)],
-    caller: &Caller,
-) -> Result<Option<BusinessFilter>> {
-    let mut fields = FieldErrors::default();
-    let mut filter = BusinessFilter::default();
-    for (name, value) in params {
-        match name.as_str() {
-            "deleted" => match value.as_str() {
-                "0" | "false" | "False" => filter.deleted = Some(false),
-                "1" | "true" | "True" => filter.deleted = Some(true),
-                _ => fields.add(
-                    "deleted",
-                    format!("'{value}' is not one of 0, 1, false, true."),
-                ),
-            },
-            "added__date" => match NaiveDate::parse_from_str(value, "%Y-%m-%d") {
-                Ok(day) if value.len() == 10 => filter.added_date = Some(day),
-                _ => fields.add(
-                    "added__date",
-                    format!("'{value}' is not a valid date (YYYY-MM-DD)."),
-                ),
-            },
-            "partner_business_id" => filter.partner_business_id = Some(value.clone()),
-            "partner_sub_id" => filter.partner_sub_id = Some(value.clone()),
-            _ => {}
-        }
-    }
-    fields.into_result()?;
-    if let Some(fixed) = &caller.restrict_sub_id {
-        match &filter.partner_sub_id {
-            // A restricted key asking for another sub id simply matches nothing.
-            Some(asked) if asked != fixed => return Ok(None),
-            _ => filter.partner_sub_id = Some(fixed.clone()),
-        }
-    }
-    Ok(Some(filter))
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn ignored_fields_are_named_when_known_and_counted_otherwise() {
-        let body_of = body;
-        let body = body_of(json!({
-            "business_name": "Cafe", "locations": [{"city": "x"}], "services": [],
-            "category": {"id": 3}, "resource_uri": "/x/", "id": 4, "made_up": 1, "other": 2
-        }));
-        let created = IgnoredFields::of(&body, true);
-        assert_eq!(created.known, ["category", "id", "resource_uri"]);
-        assert_eq!(created.unknown, 2);
-        let updated = IgnoredFields::of(&body, false);
-        assert_eq!(updated.known, ["category", "resource_uri"]);
-        let plain = IgnoredFields::of(&body_of(json!({"business_name": "Cafe"})), true);
-        assert_eq!(plain, IgnoredFields::default());
-    }
-
     use super::*;
+    use serde_json::json;
 
     fn caller() -> Caller {
         Caller {
@@ -677,8 +497,6 @@ mod tests {
             &restricted,
         );
         assert!(other.is_err());
-        let filter = parse_filter(&[("partner_sub_id".into(), "s2".into())], &restricted);
-        assert_eq!(filter.ok(), Some(None));
     }
 
     #[test]
@@ -686,27 +504,5 @@ mod tests {
         assert!(BusinessPatch::from_json(&body(json!({"id": 3})), 3, &caller()).is_ok());
         assert!(BusinessPatch::from_json(&body(json!({"id": 4})), 3, &caller()).is_err());
         assert!(BusinessPatch::from_json(&body(json!({"id": "x"})), 3, &caller()).is_err());
-    }
-
-    #[test]
-    fn filters_reject_bad_values() {
-        for (k, v) in [
-            ("deleted", "maybe"),
-            ("added__date", "2024-02-30"),
-            ("added__date", "2024-2-3"),
-        ] {
-            assert!(
-                parse_filter(&[(k.into(), v.into())], &caller()).is_err(),
-                "{k}={v}"
-            );
-        }
-        let f = parse_filter(
-            &[
-                ("deleted".into(), "true".into()),
-                ("project_type".into(), "default".into()),
-            ],
-            &caller(),
-        );
-        assert_eq!(f.ok().flatten().and_then(|f| f.deleted), Some(true));
     }
 }

@@ -1,9 +1,6 @@
 //! Images: the record, its variant sizes and the paths of its files (and their WebP
-//! siblings). Named apart from the `image` codec crate; the upload pipeline is `upload`.
-
-use serde_json::{json, Map, Value};
-
-use crate::clock::format_timestamp;
+//! siblings). Named apart from the `image` codec crate; the upload pipeline is `upload`,
+//! what an image looks like over HTTP (its JSON, its paths) `operations::images`.
 
 /// Where uploads live, relative to the frontend host.
 pub const UPLOAD_PREFIX: &str = "img/upload/";
@@ -172,10 +169,6 @@ impl Image {
         restrict_sub_id.is_none_or(|sub| self.partner_sub_id.as_deref() == Some(sub))
     }
 
-    pub fn resource_uri(&self) -> String {
-        format!("/api/v2/images/{}/", self.id)
-    }
-
     /// Each variant's name, path and size, largest first.
     pub fn variants(&self) -> impl Iterator<Item = (&'static str, String, (u32, u32))> + '_ {
         VARIANTS.iter().map(|&(name, side)| {
@@ -184,55 +177,6 @@ impl Image {
                 variant_path(&self.path, name),
                 fit(self.width, self.height, side),
             )
-        })
-    }
-
-    /// A `srcset` of the variants' local paths with their widths (`/img/upload/a.small.jpg
-    /// 320w, ...`), smallest first, each width once (an image smaller than a box gives
-    /// equal sizes; the smaller variant's file stands for them).
-    pub fn srcset(&self) -> String {
-        let mut candidates: Vec<(u32, String)> = Vec::new();
-        for (_, path, (width, _)) in self.variants() {
-            match candidates.last_mut() {
-                Some(last) if last.0 == width => last.1 = path,
-                _ => candidates.push((width, path)),
-            }
-        }
-        candidates
-            .iter()
-            .rev()
-            .map(|(width, path)| format!("/{path} {width}w"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    pub fn to_json(&self) -> Value {
-        let mut sizes = Map::new();
-        let mut variants = Map::new();
-        for (name, path, (width, height)) in self.variants() {
-            variants.insert(
-                name.into(),
-                json!({"path": path, "width": width, "height": height}),
-            );
-            sizes.insert(name.into(), Value::String(path));
-        }
-        sizes.insert("original".into(), Value::String(self.path.clone()));
-        json!({
-            "id": self.id,
-            "image": self.path,
-            "absolute_path": format!("/{}", self.path),
-            "mimetype": self.mimetype,
-            "width": self.width,
-            "height": self.height,
-            "site_id": self.site_id,
-            "business_id": self.business_id,
-            "user_id": self.user_id,
-            "added": format_timestamp(self.added),
-            "modified": format_timestamp(self.modified),
-            "resource_uri": self.resource_uri(),
-            "sizes": sizes,
-            "variants": variants,
-            "srcset": self.srcset(),
         })
     }
 }
@@ -293,74 +237,6 @@ mod tests {
     }
 
     #[test]
-    fn json_has_every_size() {
-        let image = NewImage {
-            id: None,
-            path: "img/upload/a.png".into(),
-            mimetype: "image/png".into(),
-            width: 10,
-            height: 5,
-            site_id: Some(3),
-            business_id: None,
-            partner_sub_id: None,
-            user_id: 1,
-        }
-        .into_image(9, 1, 0);
-        let v = image.to_json();
-        assert_eq!(v["sizes"]["original"], "img/upload/a.png");
-        assert_eq!(v["sizes"]["thumbnail"], "img/upload/a.thumbnail.png");
-        assert_eq!(v["absolute_path"], "/img/upload/a.png");
-        assert!(image.visible_to(None) && !image.visible_to(Some("north")));
-        assert!(
-            v.get("partner_sub_id").is_none(),
-            "the JSON shape is the contract's"
-        );
-    }
-
-    #[test]
-    fn variants_state_their_sizes_and_make_a_srcset() {
-        let image = NewImage {
-            id: None,
-            path: "img/upload/a.jpg".into(),
-            mimetype: "image/jpeg".into(),
-            width: 4000,
-            height: 3000,
-            site_id: None,
-            business_id: None,
-            partner_sub_id: None,
-            user_id: 1,
-        }
-        .into_image(9, 1, 0);
-        let v = image.to_json();
-        assert_eq!(
-            v["variants"]["big"],
-            json!({"path": "img/upload/a.big.jpg", "width": 2048, "height": 1536})
-        );
-        assert_eq!(
-            v["variants"]["thumbnail"],
-            json!({"path": "img/upload/a.thumbnail.jpg", "width": 150, "height": 113})
-        );
-        assert_eq!(
-            v["srcset"],
-            "/img/upload/a.thumbnail.jpg 150w, /img/upload/a.small.jpg 320w, \
-             /img/upload/a.medium.jpg 640w, /img/upload/a.large.jpg 1024w, \
-             /img/upload/a.big.jpg 2048w"
-        );
-        // A 500 px image: big, large and medium are all 500 wide; the medium file stands
-        // for that width.
-        let small = Image {
-            width: 500,
-            height: 400,
-            ..image
-        };
-        assert_eq!(
-            small.srcset(),
-            "/img/upload/a.thumbnail.jpg 150w, /img/upload/a.small.jpg 320w, \
-             /img/upload/a.medium.jpg 500w"
-        );
-    }
-
-    #[test]
     fn fit_follows_the_rule() {
         assert_eq!(fit(4000, 3000, 2048), (2048, 1536));
         assert_eq!(fit(4000, 3000, 150), (150, 113)); // 112.5 rounds up
@@ -387,5 +263,10 @@ mod tests {
             .into_image(9, 1, 0)
         };
         assert!(image.visible_to(Some("north")) && !image.visible_to(Some("south")));
+        let unrestricted = Image {
+            partner_sub_id: None,
+            ..image
+        };
+        assert!(unrestricted.visible_to(None) && !unrestricted.visible_to(Some("north")));
     }
 }

@@ -1,9 +1,10 @@
 //! A business's locations and services: what a client may send nested in a business body
-//! (`locations`, `services`), their field rules and bounds, how an update replaces them,
-//! and their JSON. Stored with the business by both stores (docs/dynamodb-design.md).
+//! (`locations`, `services`), their field rules and bounds, and how an update replaces
+//! them. Stored with the business by both stores (docs/dynamodb-design.md); the business
+//! detail's view (`operations::business`) shows them.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::error::FieldErrors;
 use crate::validate;
@@ -30,7 +31,7 @@ pub const MAX_LOCATIONS_BYTES: usize = 200_000;
 const STORED_ID_BYTES: usize = 28;
 
 /// The text fields of a location, in the order the detail view shows them.
-const TEXT_FIELDS: [&str; 9] = [
+pub const TEXT_FIELDS: [&str; 9] = [
     "partner_location_id",
     "location_name",
     "street",
@@ -99,7 +100,8 @@ pub struct Location {
 }
 
 impl LocationFields {
-    fn text(&self, name: &str) -> Option<&str> {
+    /// The text field `name` (one of [`TEXT_FIELDS`]).
+    pub fn text(&self, name: &str) -> Option<&str> {
         match name {
             "partner_location_id" => self.partner_location_id.as_deref(),
             "location_name" => self.location_name.as_deref(),
@@ -127,30 +129,6 @@ impl LocationFields {
             "contact_email" => Some(&mut self.contact_email),
             _ => None,
         }
-    }
-}
-
-impl Location {
-    /// The location as the business detail shows it: every documented key, null when
-    /// not given.
-    pub fn to_json(&self, business_id: i64) -> Value {
-        let f = &self.fields;
-        let mut map = Map::new();
-        map.insert("id".into(), json!(self.id));
-        map.insert("business_id".into(), json!(business_id));
-        for name in TEXT_FIELDS {
-            map.insert(name.into(), json!(f.text(name)));
-        }
-        map.insert("lat".into(), json!(f.lat));
-        map.insert("lon".into(), json!(f.lon));
-        let phones: Vec<Value> = f
-            .phones
-            .iter()
-            .map(|p| json!({"type": p.kind, "number": p.number}))
-            .collect();
-        map.insert("phones".into(), Value::Array(phones));
-        map.insert("description".into(), json!(f.description));
-        Value::Object(map)
     }
 }
 
@@ -413,6 +391,7 @@ pub fn parse_services(fields: &mut FieldErrors, body: &Map<String, Value>) -> Op
 mod tests {
     use super::*;
     use crate::error::ApiError;
+    use serde_json::json;
 
     fn body(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
@@ -457,14 +436,6 @@ mod tests {
             }]
         );
         assert_eq!(f.partner_location_id.as_deref(), Some("loc-1"));
-        let shown = Location {
-            id: 9,
-            fields: f.clone(),
-        }
-        .to_json(4);
-        assert_eq!(shown["street2"], Value::Null);
-        assert_eq!(shown["business_id"], json!(4));
-        assert!(shown.get("hours").is_none() && shown.get("made_up").is_none());
     }
 
     #[test]

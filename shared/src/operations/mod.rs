@@ -1,6 +1,8 @@
 //! What the API does, one function per operation: from a caller and its parsed input to
 //! a reply, through the store traits. Below the HTTP layer (`api`), above `store` and the
-//! domain modules (`account`, `business`, `image`).
+//! domain modules (`account`, `business`, `image_record`). Each resource's HTTP shape (its
+//! list's query parameters, its JSON, its paths) is here, in its module (`business`,
+//! `images`); the list envelope and paging are `listing`.
 
 pub mod business;
 pub mod images;

@@ -24,6 +24,7 @@ use crate::business::Business;
 use crate::config::{byte_size, larger_images_by_url, Config};
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::image_record::{variant_path, webp_sibling_path, Image, NewImage, UPLOAD_PREFIX};
+use crate::operations::images::view;
 use crate::operations::upload_stats::record_upload;
 use crate::operations::{ImageUploads, Reply, Services};
 use crate::store::files::SharedFiles;
@@ -57,7 +58,10 @@ impl Uploads {
 impl ImageUploads for Uploads {
     async fn upload(&self, services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
         let (image, _) = upload(self, services, caller, body).await?;
-        Ok(Reply::created(image.to_json(), image.resource_uri()))
+        Ok(Reply::created(
+            view::image(&image),
+            view::resource_uri(image.id),
+        ))
     }
 }
 

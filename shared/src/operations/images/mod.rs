@@ -1,72 +1,29 @@
-//! The image endpoints: list, detail and delete (uploads are `upload::Uploads`).
+//! The image endpoints: list, detail and delete (uploads are `upload::Uploads`). What an
+//! image looks like to a client is `view` (a business's detail and an upload's answer
+//! show it too), the list's query parameters `params`.
+
+mod params;
+pub mod view;
 
 use super::{Reply, Services};
 use crate::account::Caller;
-use crate::error::{ApiError, FieldErrors, Result};
-use crate::image_record::{Image, ImageFilter, ImageQuery};
+use crate::error::{ApiError, Result};
 use crate::operations::listing::{envelope, Paging};
-
-const LIST_PATH: &str = "/api/v2/images/";
-
-fn parse_query(params: &[(String, String)], caller: &Caller) -> Result<ImageQuery> {
-    let paging = Paging::parse(params)?;
-    let mut fields = FieldErrors::default();
-    let mut filter = ImageFilter::default();
-    let mut descending = false;
-    for (name, value) in params {
-        let id = || crate::validate::parse_id(value);
-        match name.as_str() {
-            "site_id" => match id() {
-                Some(site) => filter.site_id = Some(site),
-                None => fields.add("site_id", format!("'{value}' is not a positive integer.")),
-            },
-            "business_id" => match id() {
-                Some(business) => filter.business_id = Some(business),
-                None => fields.add(
-                    "business_id",
-                    format!("'{value}' is not a positive integer."),
-                ),
-            },
-            "order_by" => match value.as_str() {
-                "id" => descending = false,
-                "-id" => descending = true,
-                _ => fields.add(
-                    "order_by",
-                    format!("'{value}' is not an allowed ordering; use id or -id"),
-                ),
-            },
-            _ => {}
-        }
-    }
-    fields.into_result()?;
-    // A restricted key lists its sub id's images only: one more scope term, so still one
-    // Query and one counter.
-    filter.partner_sub_id = caller.restrict_sub_id.clone();
-    Ok(ImageQuery {
-        filter,
-        descending,
-        limit: paging.limit,
-        offset: paging.offset,
-    })
-}
 
 pub async fn list(
     services: &Services,
     caller: &Caller,
     params: &[(String, String)],
 ) -> Result<Reply> {
-    let query = parse_query(params, caller)?;
+    let paging = Paging::parse(params)?;
+    let query = params::query(params, paging, caller)?;
     let page = services
         .store
         .list_images(caller.account_id, &query)
         .await?;
-    let objects = page.items.iter().map(Image::to_json).collect();
-    let paging = Paging {
-        limit: query.limit,
-        offset: query.offset,
-    };
+    let objects = page.items.iter().map(view::image).collect();
     Ok(Reply::ok(envelope(
-        LIST_PATH,
+        view::LIST_PATH,
         params,
         paging,
         page.total_count,
@@ -81,7 +38,7 @@ pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply>
         .await?
         .filter(|image| image.visible_to(caller.restrict_sub_id.as_deref()))
         .ok_or_else(|| ApiError::NotFound(format!("no image with id {id}")))?;
-    Ok(Reply::ok(image.to_json()))
+    Ok(Reply::ok(view::image(&image)))
 }
 
 /// `DELETE /api/v2/images/<id>/`: 204 No Content, as Tastypie answers a delete. The record

@@ -1,20 +1,23 @@
-//! The business endpoints.
+//! The business endpoints: list, detail, create and update. What a business looks like to
+//! a client is `view`, the list's query parameters `params`; the domain (`crate::business`)
+//! holds the record and the rules of a create or update body.
+
+mod ignored_fields;
+mod params;
+mod view;
 
 use serde_json::Value;
 
 use super::{Reply, Services};
 use crate::account::Caller;
-use crate::business::{
-    parse_filter, resource_uri, BusinessOrder, BusinessPatch, BusinessQuery, IgnoredFields,
-    NewBusiness,
-};
-use crate::business::{Business, BusinessDetail};
+use crate::business::{BusinessDetail, BusinessPatch, NewBusiness};
 use crate::error::{ApiError, Result};
 use crate::image_record::{ImageFilter, ImageQuery};
+use crate::operations::images;
 use crate::operations::listing::{envelope, Paging};
 use crate::validate::json_object;
+use ignored_fields::IgnoredFields;
 
-const LIST_PATH: &str = "/api/v2/businesses/";
 /// The detail view lists at most this many of a business's images.
 pub const DETAIL_IMAGES_LIMIT: u64 = 1000;
 
@@ -28,18 +31,8 @@ pub async fn list(
     params: &[(String, String)],
 ) -> Result<Reply> {
     let paging = Paging::parse(params)?;
-    let order = match params.iter().rev().find(|(n, _)| n == "order_by") {
-        Some((_, value)) => BusinessOrder::parse(value)?,
-        None => BusinessOrder::IdAsc,
-    };
-    let page = match parse_filter(params, caller)? {
-        Some(filter) => {
-            let query = BusinessQuery {
-                filter,
-                order,
-                limit: paging.limit,
-                offset: paging.offset,
-            };
+    let page = match params::query(params, paging, caller)? {
+        Some(query) => {
             services
                 .store
                 .list_businesses(caller.account_id, &query)
@@ -50,8 +43,8 @@ pub async fn list(
             total_count: 0,
         },
     };
-    let objects = page.items.iter().map(Business::to_json).collect();
-    let body = envelope(LIST_PATH, params, paging, page.total_count, objects);
+    let objects = page.items.iter().map(view::business).collect();
+    let body = envelope(view::LIST_PATH, params, paging, page.total_count, objects);
     Ok(Reply::ok(body))
 }
 
@@ -81,7 +74,7 @@ async fn detail(
     services: &Services,
     caller: &Caller,
     detail: &BusinessDetail,
-    images: Images,
+    images_read: Images,
 ) -> Result<Value> {
     let business = &detail.business;
     let restrict = caller.restrict_sub_id.as_deref();
@@ -102,7 +95,7 @@ async fn detail(
         }
     };
     let listed = async {
-        match images {
+        match images_read {
             Images::Read => Ok(services
                 .store
                 .list_images(caller.account_id, &images_query)
@@ -111,12 +104,13 @@ async fn detail(
             Images::NoneYet => Ok(Vec::new()),
         }
     };
-    let (logo, images) = tokio::try_join!(logo, listed)?;
+    let (logo, listed) = tokio::try_join!(logo, listed)?;
     // A logo of another sub id (set by an unrestricted key) keeps its id but is not shown.
     let logo = logo.filter(|image| image.visible_to(restrict));
-    Ok(detail.to_json(
-        logo.map(|image| image.to_json()),
-        images.iter().map(|image| image.to_json()).collect(),
+    Ok(view::detail(
+        detail,
+        logo.as_ref().map(images::view::image),
+        listed.iter().map(images::view::image).collect(),
     ))
 }
 
@@ -154,7 +148,10 @@ pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result
         "business created"
     );
     let body = detail(services, caller, &business, Images::NoneYet).await?;
-    Ok(Reply::created(body, resource_uri(business.business.id)))
+    Ok(Reply::created(
+        body,
+        view::resource_uri(business.business.id),
+    ))
 }
 
 pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) -> Result<Reply> {
