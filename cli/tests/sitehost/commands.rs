@@ -165,7 +165,7 @@ async fn python_partner_example_works_unchanged() {
 #[tokio::test]
 async fn files_sweep_removes_an_old_orphan_set_and_says_so() {
     use sitehost::image_record::{variant_path, VARIANTS};
-    use sitehost::upload::original_path;
+    use sitehost::upload::naming::original_path;
 
     let dir = tempfile::tempdir().expect("dir");
     let stores = sitehost::store::Stores::embedded(dir.path()).expect("stores");

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::image_record::UPLOAD_PREFIX;
 use crate::store::files::{FileStore, StoredFile};
 use crate::store::ImageStore;
-use crate::upload::upload_file_set;
+use crate::upload::naming::upload_file_set;
 
 /// The shortest grace period accepted: the upload timeout (29 s) with a wide margin for
 /// clock skew between this machine and the file store.

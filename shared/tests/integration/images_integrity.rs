@@ -29,7 +29,7 @@ use sitehost::store::{
     BudgetDecision, BudgetKind, BudgetStore, BusinessStore, IdempotencyClaim, IdempotencyStore,
     ImageStore, KeyStore, Page, SharedStore, StoredAnswer, Stores,
 };
-use sitehost::upload::original_path;
+use sitehost::upload::naming::original_path;
 use sitehost::upload::sweep::{sweep, SweepOptions, SweepReport};
 use support::media::{b64, png, stored_files};
 

@@ -15,14 +15,14 @@
 //!   internal services (SSH banners, Redis, metrics), not where images are served.
 
 mod ip;
+mod vetting_resolver;
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use bytes::{Bytes, BytesMut};
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{CONTENT_TYPE, LOCATION};
 use reqwest::{Client, StatusCode, Url};
 use tracing::{info, warn};
@@ -30,6 +30,7 @@ use tracing::{info, warn};
 use crate::error::{ApiError, Result};
 
 pub use ip::check_ip;
+use vetting_resolver::{ResolveRefusal, VettingResolver};
 
 /// The request field every client-facing message is attached to.
 const FIELD: &str = "external_url";
@@ -276,45 +277,6 @@ fn client_builder(config: &FetchConfig) -> reqwest::ClientBuilder {
         .no_proxy()
         .connect_timeout(config.connect_timeout)
         .user_agent(concat!("sitehost-fetch/", env!("CARGO_PKG_VERSION")))
-}
-
-/// Resolves with the system resolver, then refuses the name if ANY address is non-public
-/// (a name with one public and one private address could otherwise be steered to the
-/// private one). What it returns is exactly what was checked, so connect needs no
-/// second lookup.
-#[derive(Debug, Clone, Copy)]
-struct VettingResolver;
-
-impl Resolve for VettingResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let host = name.as_str().to_owned();
-        Box::pin(async move {
-            // Port 0: reqwest puts the URL's (or the scheme's) port in.
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await
-                .map_err(ResolveRefusal::Lookup)?
-                .collect();
-            if addrs.is_empty() {
-                return Err(ResolveRefusal::NoAddresses.into());
-            }
-            for addr in &addrs {
-                check_ip(addr.ip()).map_err(ResolveRefusal::Blocked)?;
-            }
-            let addrs: Addrs = Box::new(addrs.into_iter());
-            Ok(addrs)
-        })
-    }
-}
-
-/// Why [`VettingResolver`] gave no address; found again in reqwest's error chain.
-#[derive(Debug, thiserror::Error)]
-enum ResolveRefusal {
-    #[error("resolves to a non-public address ({0})")]
-    Blocked(&'static str),
-    #[error("resolved to no address")]
-    NoAddresses,
-    #[error("lookup failed: {0}")]
-    Lookup(std::io::Error),
 }
 
 fn find_cause<'a, T: std::error::Error + 'static>(

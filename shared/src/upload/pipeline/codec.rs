@@ -1,4 +1,4 @@
-//! Decoding to 8-bit interleaved pixels and encoding variants in the original's format.
+//! Decoding to 8-bit interleaved [`Pixels`] and encoding variants in the original's format.
 
 use std::io::Cursor;
 
@@ -10,9 +10,13 @@ use zune_jpeg::zune_core::bytestream::ZCursor;
 use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 
+use super::format::ImageFormat;
 use super::libjpeg;
+use super::pixels::{Layout, Pixels};
+use super::refusal::bad_upload;
+use super::sniff::jpeg_markers::jpeg_check_body;
 use super::sniff::Header;
-use super::{bad_upload, ImageFormat, ImageLimits};
+use crate::config::ImageLimits;
 use crate::error::{ApiError, Result};
 
 /// JPEG and lossy WebP quality of the variants (the same knob as `vips ...[Q=85]`).
@@ -20,88 +24,6 @@ pub(super) const QUALITY: u8 = 85;
 
 /// GIF palette quantisation speed (1 best .. 30 fastest); 10 is gif's recommended trade-off.
 const GIF_SPEED: i32 = 10;
-
-/// Interleaved 8-bit channel layouts the pipeline works in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Layout {
-    L8,
-    La8,
-    Rgb8,
-    Rgba8,
-}
-
-impl Layout {
-    pub fn channels(self) -> usize {
-        match self {
-            Layout::L8 => 1,
-            Layout::La8 => 2,
-            Layout::Rgb8 => 3,
-            Layout::Rgba8 => 4,
-        }
-    }
-
-    pub fn color_type(self) -> ExtendedColorType {
-        match self {
-            Layout::L8 => ExtendedColorType::L8,
-            Layout::La8 => ExtendedColorType::La8,
-            Layout::Rgb8 => ExtendedColorType::Rgb8,
-            Layout::Rgba8 => ExtendedColorType::Rgba8,
-        }
-    }
-}
-
-/// A decoded or resized image.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Pixels {
-    pub width: u32,
-    pub height: u32,
-    pub layout: Layout,
-    pub data: Vec<u8>,
-}
-
-impl Pixels {
-    pub fn from_dynamic(image: DynamicImage) -> Pixels {
-        let (width, height) = (image.width(), image.height());
-        let (layout, data) = match image {
-            DynamicImage::ImageLuma8(b) => (Layout::L8, b.into_raw()),
-            DynamicImage::ImageLumaA8(b) => (Layout::La8, b.into_raw()),
-            DynamicImage::ImageRgb8(b) => (Layout::Rgb8, b.into_raw()),
-            DynamicImage::ImageRgba8(b) => (Layout::Rgba8, b.into_raw()),
-            // 16-bit and float images are reduced to 8 bits, keeping alpha and grey.
-            other => match (other.color().has_alpha(), other.color().has_color()) {
-                (false, false) => (Layout::L8, other.into_luma8().into_raw()),
-                (true, false) => (Layout::La8, other.into_luma_alpha8().into_raw()),
-                (false, true) => (Layout::Rgb8, other.into_rgb8().into_raw()),
-                (true, true) => (Layout::Rgba8, other.into_rgba8().into_raw()),
-            },
-        };
-        Pixels {
-            width,
-            height,
-            layout,
-            data,
-        }
-    }
-
-    pub fn into_dynamic(self) -> Result<DynamicImage> {
-        let (w, h) = (self.width, self.height);
-        let bad = || ApiError::internal("pixel buffer does not match its dimensions");
-        Ok(match self.layout {
-            Layout::L8 => DynamicImage::ImageLuma8(
-                ::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?,
-            ),
-            Layout::La8 => DynamicImage::ImageLumaA8(
-                ::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?,
-            ),
-            Layout::Rgb8 => DynamicImage::ImageRgb8(
-                ::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?,
-            ),
-            Layout::Rgba8 => DynamicImage::ImageRgba8(
-                ::image::ImageBuffer::from_raw(w, h, self.data).ok_or_else(bad)?,
-            ),
-        })
-    }
-}
 
 /// Room a decoder gets beyond the decoded pixels, for what it keeps of the file's metadata
 /// and its scratch buffers: the PNG chunks the png crate holds (PLTE, tRNS, eXIf, ...) and
@@ -141,7 +63,7 @@ pub(super) fn decode(
 ) -> Result<Pixels> {
     if header.format == ImageFormat::Jpeg {
         // Before either JPEG decoder sees the image data, once.
-        super::sniff::jpeg_check_body(bytes, header)?;
+        jpeg_check_body(bytes, header)?;
     }
     let baseline = header.jpeg_scan.is_some_and(|scan| !scan.progressive);
     let scale = libjpeg::scale_for(header.width, header.height, need);
@@ -286,12 +208,6 @@ fn decode_with_image(
     header: &Header,
     limits: &ImageLimits,
 ) -> Result<Pixels> {
-    let image_format = match format {
-        ImageFormat::Png => ::image::ImageFormat::Png,
-        ImageFormat::Gif => ::image::ImageFormat::Gif,
-        ImageFormat::WebP => ::image::ImageFormat::WebP,
-        ImageFormat::Jpeg => ::image::ImageFormat::Jpeg,
-    };
     let refused = |e: ImageError| match e {
         ImageError::Limits(e) => over_budget(e),
         ImageError::Decoding(_)
@@ -313,7 +229,7 @@ fn decode_with_image(
     budget.max_image_width = Some(header.width);
     budget.max_image_height = Some(header.height);
     budget.max_alloc = Some(decode_budget(header.width, header.height, bytes_per_pixel));
-    let mut reader = ImageReader::with_format(Cursor::new(bytes), image_format);
+    let mut reader = ImageReader::with_format(Cursor::new(bytes), format.in_image_crate());
     reader.limits(budget.clone());
     // The header parse only: the size the decoder will allocate for, checked first.
     let mut decoder = reader.into_decoder().map_err(refused)?;

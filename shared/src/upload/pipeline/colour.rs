@@ -22,9 +22,10 @@ use moxcms::{
 };
 use rayon::prelude::*;
 
-use super::codec::{Layout, Pixels};
-use super::sniff::{be16, be32, bytes_at, le32, png_compressed_part};
-use super::ImageFormat;
+use super::format::ImageFormat;
+use super::pixels::{Layout, Pixels};
+use super::sniff::png_header::png_compressed_part;
+use super::sniff::{be16, be32, bytes_at, le32};
 
 /// The largest profile read (the header check refuses PNG iCCP chunks inflating past it).
 /// Display profiles are a few KB, those with lookup tables a few hundred KB.

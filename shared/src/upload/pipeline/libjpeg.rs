@@ -21,8 +21,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use anyhow::Context;
 use mozjpeg::{ColorSpace, Compress, Decompress};
 
-use super::bad_upload;
-use super::codec::{Layout, Pixels, QUALITY};
+use super::codec::QUALITY;
+use super::pixels::{Layout, Pixels};
+use super::refusal::bad_upload;
 use super::sniff::Header;
 use crate::error::{ApiError, Result};
 

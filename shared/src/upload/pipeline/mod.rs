@@ -18,11 +18,14 @@
 
 mod codec;
 mod colour;
+pub mod format;
 #[cfg(test)]
 mod hostile;
 mod libjpeg;
+mod pixels;
 #[cfg(test)]
 mod proptests;
+mod refusal;
 mod resize;
 #[cfg(test)]
 mod sibling_tests;
@@ -38,89 +41,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::config::ImageLimits;
 use crate::error::{ApiError, Result};
 use crate::image_record::{fit, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
-
-/// The form field that validation errors are reported under.
-const FIELD: &str = "upload";
-
-/// Listed in every "wrong type" message.
-const ACCEPTED: &str = "JPEG, PNG, GIF, WebP";
-
-fn bad_upload(message: impl Into<String>) -> ApiError {
-    ApiError::field(FIELD, message)
-}
-
-/// The accepted formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ImageFormat {
-    Jpeg,
-    Png,
-    Gif,
-    WebP,
-}
-
-impl ImageFormat {
-    pub fn name(self) -> &'static str {
-        match self {
-            ImageFormat::Jpeg => "JPEG",
-            ImageFormat::Png => "PNG",
-            ImageFormat::Gif => "GIF",
-            ImageFormat::WebP => "WebP",
-        }
-    }
-
-    pub fn mimetype(self) -> &'static str {
-        match self {
-            ImageFormat::Jpeg => "image/jpeg",
-            ImageFormat::Png => "image/png",
-            ImageFormat::Gif => "image/gif",
-            ImageFormat::WebP => "image/webp",
-        }
-    }
-
-    /// File extension without the dot.
-    pub fn extension(self) -> &'static str {
-        match self {
-            ImageFormat::Jpeg => "jpg",
-            ImageFormat::Png => "png",
-            ImageFormat::Gif => "gif",
-            ImageFormat::WebP => "webp",
-        }
-    }
-}
-
-impl fmt::Display for ImageFormat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Size limits, checked against the header before any pixel is decoded.
-use crate::config::ImageLimits;
-
-impl ImageLimits {
-    /// 413 if the declared size is over the limits.
-    fn check(&self, width: u32, height: u32) -> Result<()> {
-        if width > self.max_side || height > self.max_side {
-            return Err(ApiError::TooLarge(format!(
-                "the image is {width}x{height} pixels; at most {} pixels a side are accepted: \
-                 scale it down and upload it again",
-                self.max_side
-            )));
-        }
-        let pixels = u64::from(width) * u64::from(height);
-        if pixels > self.max_pixels {
-            return Err(ApiError::TooLarge(format!(
-                "the image is {width}x{height} pixels ({:.1} megapixels); at most {} megapixels are \
-                 accepted: scale it down and upload it again",
-                pixels as f64 / 1e6,
-                self.max_pixels as f64 / 1e6
-            )));
-        }
-        Ok(())
-    }
-}
+use format::ImageFormat;
+use pixels::Pixels;
 
 /// What the header says, without decoding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -295,7 +220,7 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
     // Each variant is turned upright, converted to sRGB and encoded (its WebP sibling in a
     // job of its own) while the cascade goes on making the smaller ones: the big variant's
     // encoding, the longest job, overlaps the rest of the resizing.
-    let made: Vec<OnceLock<Result<Arc<codec::Pixels>>>> =
+    let made: Vec<OnceLock<Result<Arc<Pixels>>>> =
         distinct.iter().map(|_| OnceLock::new()).collect();
     let encoded: Vec<[OnceLock<Result<Vec<u8>>>; 2]> = distinct
         .iter()
@@ -326,7 +251,7 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
         Ok(())
     })?;
     let done = Instant::now();
-    let upright: Vec<Arc<codec::Pixels>> = made
+    let upright: Vec<Arc<Pixels>> = made
         .into_iter()
         .map(|made| {
             made.into_inner()
@@ -386,11 +311,11 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
 /// else a copy (or the image itself, once the cascade has let go of it). Time spent on the
 /// colour conversion is added to `colour_nanos`.
 fn upright_in_srgb(
-    image: Arc<codec::Pixels>,
+    image: Arc<Pixels>,
     orientation: u8,
     to_srgb: Option<&colour::ToSrgb>,
     colour_nanos: &AtomicU64,
-) -> Result<Arc<codec::Pixels>> {
+) -> Result<Arc<Pixels>> {
     if !resize::needs_orienting(orientation) && to_srgb.is_none() {
         return Ok(image);
     }

@@ -7,7 +7,7 @@ use fast_image_resize as fir;
 use fir::images::{Image, ImageRef};
 use fir::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 
-use super::codec::{Layout, Pixels};
+use super::pixels::{Layout, Pixels};
 use crate::error::{ApiError, Result};
 
 /// Makes every target size (distinct, largest first) from `source`, and hands each to `each`

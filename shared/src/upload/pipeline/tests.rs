@@ -757,7 +757,7 @@ fn jpeg_extended_xmp_flood_is_refused() {
     assert_eq!((processed.width, processed.height), (32, 32));
 }
 
-const MAX_JPEG_SEGMENTS_FOR_TESTS: usize = sniff::MAX_JPEG_SEGMENTS;
+const MAX_JPEG_SEGMENTS_FOR_TESTS: usize = sniff::jpeg_markers::MAX_JPEG_SEGMENTS;
 
 #[test]
 fn jpeg_segment_flood_between_progressive_scans_is_refused() {
@@ -776,12 +776,12 @@ fn jpeg_scan_flood_is_refused() {
     // Each scan is a pass over every block: 101 scans are refused before any decoding, a
     // file of 100 passes the walk (what the decoder then makes of a repeated scan is its
     // own business: here, any answer but a hang or a panic).
-    let bytes = hostile::jpeg_scan_flood(sniff::MAX_JPEG_SCANS + 1);
+    let bytes = hostile::jpeg_scan_flood(sniff::jpeg_markers::MAX_JPEG_SCANS + 1);
     let err = assert_refused(&bytes, "more than 100 scans");
     assert_eq!(err.status(), 400);
-    let bytes = hostile::jpeg_scan_flood(sniff::MAX_JPEG_SCANS);
+    let bytes = hostile::jpeg_scan_flood(sniff::jpeg_markers::MAX_JPEG_SCANS);
     let header = sniff::read_header(&bytes).expect("a header");
-    sniff::jpeg_check_body(&bytes, &header).expect("100 scans pass the walk");
+    sniff::jpeg_markers::jpeg_check_body(&bytes, &header).expect("100 scans pass the walk");
     let _ = process(&bytes, &ImageLimits::default());
 }
 
@@ -916,7 +916,7 @@ pub(super) mod memory {
 }
 
 /// Decodes with the header as the check reads it, or as given, bypassing the check.
-fn decode_peak(bytes: &[u8], header: sniff::Header) -> (Result<codec::Pixels>, usize) {
+fn decode_peak(bytes: &[u8], header: sniff::Header) -> (Result<pixels::Pixels>, usize) {
     memory::peak(|| {
         codec::decode(
             bytes,
@@ -1036,7 +1036,7 @@ fn png_16_bit_is_decoded_straight_to_8_bits() {
     let header = sniff::read_header(&bytes).expect("header");
     let (pixels, peak) = decode_peak(&bytes, header);
     let pixels = pixels.expect("decodes");
-    assert_eq!(pixels.layout, codec::Layout::Rgba8);
+    assert_eq!(pixels.layout, pixels::Layout::Rgba8);
     assert_eq!(pixels.data.len(), 4_000_000);
     assert!(peak < 4_000_000 + MIB, "{peak} bytes");
 }
@@ -1078,10 +1078,10 @@ fn rgba_resize_does_not_copy_the_source() {
     // 2000x1500 RGBA (12 MB, moved in, the big variant as is): the other variants and the
     // resizer's buffer between its two passes (1024x1500) take about 9 MB; fast_image_resize's
     // own alpha handling premultiplied into a full-size copy of the source, 12 MB more.
-    let source = codec::Pixels {
+    let source = pixels::Pixels {
         width: 2000,
         height: 1500,
-        layout: codec::Layout::Rgba8,
+        layout: pixels::Layout::Rgba8,
         data: vec![128; 2000 * 1500 * 4],
     };
     let targets: Vec<(u32, u32)> = VARIANTS

@@ -1,0 +1,74 @@
+//! The four accepted image formats: their names, media types and file extensions, and how
+//! they map to the `image` crate's formats (whose signature detection and decoders the
+//! pipeline uses for some of them).
+
+use std::fmt;
+
+/// Listed in every "wrong type" message.
+pub(super) const ACCEPTED: &str = "JPEG, PNG, GIF, WebP";
+
+/// The accepted formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ImageFormat {
+    Jpeg,
+    Png,
+    Gif,
+    WebP,
+}
+
+impl ImageFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageFormat::Jpeg => "JPEG",
+            ImageFormat::Png => "PNG",
+            ImageFormat::Gif => "GIF",
+            ImageFormat::WebP => "WebP",
+        }
+    }
+
+    pub fn mimetype(self) -> &'static str {
+        match self {
+            ImageFormat::Jpeg => "image/jpeg",
+            ImageFormat::Png => "image/png",
+            ImageFormat::Gif => "image/gif",
+            ImageFormat::WebP => "image/webp",
+        }
+    }
+
+    /// File extension without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            ImageFormat::Jpeg => "jpg",
+            ImageFormat::Png => "png",
+            ImageFormat::Gif => "gif",
+            ImageFormat::WebP => "webp",
+        }
+    }
+
+    /// The accepted format the bytes' signature shows (`image`'s own detection), if any.
+    pub(super) fn guess(bytes: &[u8]) -> Option<ImageFormat> {
+        match ::image::guess_format(bytes) {
+            Ok(::image::ImageFormat::Jpeg) => Some(ImageFormat::Jpeg),
+            Ok(::image::ImageFormat::Png) => Some(ImageFormat::Png),
+            Ok(::image::ImageFormat::Gif) => Some(ImageFormat::Gif),
+            Ok(::image::ImageFormat::WebP) => Some(ImageFormat::WebP),
+            _ => None,
+        }
+    }
+
+    /// The same format as the `image` crate names it, for its decoders.
+    pub(super) fn in_image_crate(self) -> ::image::ImageFormat {
+        match self {
+            ImageFormat::Png => ::image::ImageFormat::Png,
+            ImageFormat::Gif => ::image::ImageFormat::Gif,
+            ImageFormat::WebP => ::image::ImageFormat::WebP,
+            ImageFormat::Jpeg => ::image::ImageFormat::Jpeg,
+        }
+    }
+}
+
+impl fmt::Display for ImageFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
