@@ -1,5 +1,5 @@
-//! The write benchmark (issue #19): one partner's burst of writes, open loop, through the
-//! real handlers, on DynamoDB (in practice the DynamoDB double of `dynamo-double/`, which
+//! The write benchmark: one partner's burst of writes, open loop, through the real
+//! handlers, on DynamoDB (in practice the DynamoDB double of `dynamo-double/`, which
 //! models transaction conflicts and per-partition throughput on moto with time stretched
 //! `k` times). `scripts/bench-writes` starts moto, the double and the table, then runs this;
 //! run that, not this, unless you know why. The script's header documents the options.

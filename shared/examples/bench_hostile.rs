@@ -69,8 +69,8 @@ fn make(dir: &Path) -> std::io::Result<()> {
             "webp-animation-frame-1x1-vp8-16383x16383.webp",
             hostile::webp_animation((1, 1), (1, 1), 16383, 16383),
         ),
-        // Issue #21 item 5: an iCCP profile inflating to 390 MB in a 1x1 PNG, a 16-bit
-        // RGBA 50 MP PNG, and both at once.
+        // An iCCP profile inflating to 390 MB in a 1x1 PNG, a 16-bit RGBA 50 MP PNG, and
+        // both at once.
         (
             "png-1x1-iccp-390mb.png",
             hostile::png_iccp_bomb(390_000_000),

@@ -6,11 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use sitehost::api::{lambda, App, Operation};
-use sitehost::config::Config;
-use sitehost::store::Stores;
+use sitehost::api::{lambda, Operation};
 
-use crate::support::BIN;
+use crate::support::{function_app, BIN, ORIGIN_SECRET};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -54,15 +52,10 @@ fn embedded_key(dir: &Path) -> (String, String) {
     )
 }
 
-/// Runs a signed event through `operation`'s handler on the embedded store in `dir`, the
-/// configuration a function has on Lambda (https by default), with the real clock.
+/// Runs a signed event through `operation`'s handler on the embedded store in `dir`
+/// ([`function_app`]: configured as on Lambda, with the real clock).
 async fn handle(dir: &Path, operation: Operation, event: &str, public_hosts: &[&str]) -> u16 {
-    let stores = Stores::embedded(dir).expect("stores");
-    let mut config = Config::embedded(dir.into());
-    config.default_scheme = "https".into();
-    config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
-    config.origin_verify = sitehost::config::OriginSecret::new("localOriginVerifySecret000000001");
-    let app = App::new(stores, config).expect("app");
+    let app = function_app(dir, public_hosts);
     let request = lambda_http::request::from_str(event).expect("an API Gateway event");
     app.handle_operation(operation, lambda::from_lambda(request))
         .await
@@ -168,8 +161,6 @@ async fn signed_events_verify_for_their_own_host_and_for_another() {
 /// without it, the header is not checked, and the command says so.
 #[tokio::test]
 async fn events_sign_checks_x_origin_verify_against_the_configured_secret() {
-    // The function's secret, as `handle` configures it.
-    const ORIGIN_SECRET: &str = "localOriginVerifySecret000000001";
     let dir = tempfile::tempdir().expect("temp dir");
     let (key, secret) = embedded_key(dir.path());
     let fixture: Value = serde_json::from_str(

@@ -1,10 +1,31 @@
-//! What the command tests share: the `sitehost` binary and a running `sitehost serve`.
+//! What the command tests share: the `sitehost` binary, a running `sitehost serve`, and the
+//! app a function runs, in process on a data directory the commands use too.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
+use sitehost::api::App;
+use sitehost::config::{Config, OriginSecret};
+use sitehost::store::Stores;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_sitehost");
+
+/// The origin-verify secret of [`function_app`] (`SITEHOST_ORIGIN_VERIFY`).
+pub const ORIGIN_SECRET: &str = "localOriginVerifySecret000000001";
+
+/// The app of a Lambda function on the embedded store in `data_dir`, configured as on
+/// Lambda: https by default, [`ORIGIN_SECRET`], `public_hosts` as `SITEHOST_PUBLIC_HOSTS`,
+/// and the real clock. Each call opens the store afresh, so it sees what `sitehost`
+/// commands wrote there meanwhile.
+pub fn function_app(data_dir: &Path, public_hosts: &[&str]) -> App {
+    let stores = Stores::embedded(data_dir).expect("stores");
+    let mut config = Config::embedded(data_dir.into());
+    config.default_scheme = "https".into();
+    config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
+    config.origin_verify = OriginSecret::new(ORIGIN_SECRET);
+    App::new(stores, config).expect("app")
+}
 
 /// A `sitehost serve` on a free port, stopped when dropped; `key` and `secret` are the key
 /// it created for a new data directory (empty for an existing one).

@@ -255,7 +255,7 @@ async fn run_with_secret(
     operation: Operation,
     event: &str,
 ) -> (u16, Value, lambda_http::Response<lambda_http::Body>) {
-    let (app, _dir) = fixture_app(&FIXTURE, public_hosts, origin_secret).await;
+    let app = fixture_app(&FIXTURE, public_hosts, origin_secret).await;
     let request = lambda_http::request::from_str(event).expect("an API Gateway event");
     let response = lambda::to_lambda(
         app.handle_operation(operation, lambda::from_lambda(request))

@@ -7,16 +7,15 @@ use std::time::Duration;
 
 use serde_json::json;
 use sitehost::account::NewKey;
-use sitehost::api::App;
 use sitehost::business::{BusinessFilter, BusinessOrder, BusinessQuery, NewBusiness};
 use sitehost::clock::{Clock, SystemClock};
-use sitehost::config::{Config, RequestBudgets};
+use sitehost::config::RequestBudgets;
 use sitehost::error::ApiError;
-use sitehost::local::client::PartnerClient;
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::{SharedStore, Stores};
 
 use crate::support;
+use crate::support::app::TestApp;
 
 #[tokio::test]
 async fn a_throttled_partition_answers_503_with_retry_after_and_writes_nothing() {
@@ -59,21 +58,20 @@ async fn a_throttled_partition_answers_503_with_retry_after_and_writes_nothing()
         .create_key(NewKey::generate(account.id, None, None, SystemClock.now()))
         .await
         .expect("key");
-    let mut config = Config::embedded(std::env::temp_dir());
-    config.budgets = RequestBudgets {
-        requests_per_minute: 0,
-        uploads_per_minute: 0,
-    };
-    let app = App::new(
-        Stores {
+    let server = TestApp::builder()
+        .stores(Stores {
             records: busy,
             files: None,
-        },
-        config,
-    )
-    .expect("app");
-    let base = support::serve(Arc::new(app)).await;
-    let client = PartnerClient::new(&base, &key.key, &key.secret);
+        })
+        .config(|config| {
+            config.budgets = RequestBudgets {
+                requests_per_minute: 0,
+                uploads_per_minute: 0,
+            }
+        })
+        .spawn()
+        .await;
+    let client = server.partner_client(&key);
     let reply = tokio::time::timeout(
         Duration::from_secs(60),
         client.post(

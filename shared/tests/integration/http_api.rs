@@ -7,85 +7,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sitehost::account::{ApiKey, NewKey};
-use sitehost::api::App;
 use sitehost::auth::oauth1;
-use sitehost::clock::{Clock, FixedClock, SystemClock};
-use sitehost::config::{Config, RequestBudgets, ServerLimits};
-use sitehost::local::server::serve;
-use sitehost::store::{SharedStore, Stores};
+use sitehost::clock::{Clock, SystemClock};
+use sitehost::config::{RequestBudgets, ServerLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use support::app::TestApp;
 // The signing client, every reply checked against docs/openapi.json.
-use support::openapi::CheckedClient as PartnerClient;
+use support::openapi::CheckedClient;
 
-struct Server {
-    base: String,
-    store: SharedStore,
-    dir: tempfile::TempDir,
-}
-
-impl Server {
-    async fn start() -> Server {
-        Server::start_with_budgets(RequestBudgets::default(), None).await
-    }
-
-    /// A server with these budgets, and a fixed clock when `now` is set.
-    async fn start_with_budgets(budgets: RequestBudgets, now: Option<i64>) -> Server {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let stores = Stores::embedded(dir.path()).expect("stores");
-        let store = Arc::clone(&stores.records);
-        let mut config = Config::embedded(dir.path().into());
-        config.budgets = budgets;
-        let mut app = App::new(stores, config).expect("app");
-        if let Some(now) = now {
-            app = app.with_clock(Arc::new(FixedClock(now)));
-        }
-        let base = support::serve(Arc::new(app)).await;
-        Server { base, store, dir }
-    }
-
-    /// A server with its own limits and settings (`configure` edits the defaults).
-    async fn start_with(limits: ServerLimits, configure: impl FnOnce(&mut Config)) -> Server {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let stores = Stores::embedded(dir.path()).expect("stores");
-        let store = Arc::clone(&stores.records);
-        let mut config = Config::embedded(dir.path().into());
-        config.server = limits;
-        configure(&mut config);
-        let app = Arc::new(App::new(stores, config).expect("app"));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
-        tokio::spawn(serve(app, listener, std::future::pending()));
-        Server { base, store, dir }
-    }
-
-    fn addr(&self) -> &str {
-        self.base.trim_start_matches("http://")
-    }
-
-    /// A new key of `account`, with its secret.
-    async fn key(&self, account: &str) -> ApiKey {
-        let account = self.store.ensure_account(account).await.expect("account");
-        let new = NewKey::generate(account.id, None, None, SystemClock.now());
-        self.store.create_key(new).await.expect("key")
-    }
-
-    /// A client with a new key of `account` (optionally sub-restricted).
-    async fn client(&self, account: &str, sub: Option<&str>) -> PartnerClient {
-        let account = self.store.ensure_account(account).await.expect("account");
-        let new = NewKey::generate(account.id, None, sub.map(str::to_string), SystemClock.now());
-        let key = self.store.create_key(new).await.expect("key");
-        PartnerClient::new(&self.base, &key.key, &key.secret)
-    }
-
-    fn raw(&self) -> reqwest::Client {
-        reqwest::Client::new()
-    }
-}
-
-async fn create(client: &PartnerClient, body: Value) -> Value {
+async fn create(client: &CheckedClient, body: Value) -> Value {
     let reply = client
         .post("/api/v2/businesses/", &body)
         .await
@@ -96,7 +28,7 @@ async fn create(client: &PartnerClient, body: Value) -> Value {
 
 #[tokio::test]
 async fn create_get_list_update_round_trip() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     let reply = client
         .post(
@@ -180,7 +112,7 @@ async fn create_get_list_update_round_trip() {
 
 #[tokio::test]
 async fn paging_links_keep_filters_and_order() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     for name in ["delta", "Alpha", "charlie", "bravo", "echo"] {
         create(
@@ -238,7 +170,7 @@ async fn paging_links_keep_filters_and_order() {
 
 #[tokio::test]
 async fn tenancy_and_sub_id_restriction() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let a = server.client("a", None).await;
     let b = server.client("b", None).await;
     let a_sub = server.client("a", Some("north")).await;
@@ -311,7 +243,7 @@ async fn tenancy_and_sub_id_restriction() {
 
 #[tokio::test]
 async fn bad_input_gets_a_clear_400_and_changes_nothing() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     let id = create(&client, json!({"business_name": "Keep"})).await["id"]
         .as_i64()
@@ -431,19 +363,10 @@ async fn bad_input_gets_a_clear_400_and_changes_nothing() {
 
 #[tokio::test]
 async fn authentication_failures_are_401() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
-    let account = server
-        .store
-        .ensure_account("agency")
-        .await
-        .expect("account");
-    let key = server
-        .store
-        .create_key(NewKey::generate(account.id, None, None, SystemClock.now()))
-        .await
-        .expect("key");
-    let url = format!("{}/api/v2/businesses/", server.base);
+    let key = server.key("agency").await;
+    let url = format!("{}/api/v2/businesses/", server.base());
     let now = SystemClock.now();
     let signed = |secret: &str, timestamp: i64, nonce: &str| {
         oauth1::authorization_header("GET", &url, &[], &key.key, secret, timestamp, nonce)
@@ -470,7 +393,7 @@ async fn authentication_failures_are_401() {
         ),
     ];
     for (what, header) in cases {
-        let mut request = server.raw().get(&url);
+        let mut request = reqwest::Client::new().get(&url);
         if let Some(h) = header {
             request = request.header("authorization", h);
         }
@@ -481,16 +404,14 @@ async fn authentication_failures_are_401() {
     }
     // A replayed nonce.
     let header = signed(&key.secret, now, "once");
-    let first = server
-        .raw()
+    let first = reqwest::Client::new()
         .get(&url)
         .header("authorization", &header)
         .send()
         .await
         .expect("send");
     assert_eq!(support::openapi::checked("GET", first).await.0, 200);
-    let again = server
-        .raw()
+    let again = reqwest::Client::new()
         .get(&url)
         .header("authorization", &header)
         .send()
@@ -512,8 +433,7 @@ async fn authentication_failures_are_401() {
         .iter()
         .map(|(n, v)| format!("{}={}", oauth1::encode(n), oauth1::encode(v)))
         .collect();
-    let reply = server
-        .raw()
+    let reply = reqwest::Client::new()
         .get(format!("{url}?{}", params.join("&")))
         .send()
         .await
@@ -521,8 +441,7 @@ async fn authentication_failures_are_401() {
     assert_eq!(support::openapi::checked("GET", reply).await.0, 200);
     // A revoked key stops working at once.
     server.store.revoke_key(&key.key).await.expect("revoke");
-    let revoked = server
-        .raw()
+    let revoked = reqwest::Client::new()
         .get(&url)
         .header("authorization", signed(&key.secret, now, "n4"))
         .send()
@@ -541,7 +460,7 @@ async fn authentication_failures_are_401() {
 
 #[tokio::test]
 async fn concurrent_creates_get_distinct_ids() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     let tasks: Vec<_> = (0..50)
         .map(|i| {
@@ -592,8 +511,11 @@ async fn over_the_request_budget_is_429_with_retry_after_and_does_nothing() {
         requests_per_minute: 3,
         uploads_per_minute: 60,
     };
-    let server =
-        Server::start_with_budgets(budgets, Some(fifteen_seconds_into_this_minute())).await;
+    let server = TestApp::builder()
+        .config(|config| config.budgets = budgets)
+        .clock(fifteen_seconds_into_this_minute())
+        .spawn()
+        .await;
     let client = server.client("agency", None).await;
     let created = create(&client, json!({"business_name": "First"})).await;
     let detail = format!("/api/v2/businesses/{}/", created["id"]);
@@ -621,7 +543,7 @@ async fn over_the_request_budget_is_429_with_retry_after_and_does_nothing() {
     assert_eq!(list.status, 200);
     assert_eq!(list.body["meta"]["total_count"], 1);
     // Authentication comes first: a bad signature is a 401, not a 429.
-    let forged = PartnerClient::new(&server.base, "no-such-key", "secret");
+    let forged = CheckedClient::new(server.base(), "no-such-key", "secret");
     assert_eq!(
         forged.get("/api/v2/businesses/").await.expect("get").status,
         401
@@ -634,8 +556,11 @@ async fn uploads_have_their_own_budget_and_count_as_requests() {
         requests_per_minute: 10,
         uploads_per_minute: 2,
     };
-    let server =
-        Server::start_with_budgets(budgets, Some(fifteen_seconds_into_this_minute())).await;
+    let server = TestApp::builder()
+        .config(|config| config.budgets = budgets)
+        .clock(fifteen_seconds_into_this_minute())
+        .spawn()
+        .await;
     let client = server.client("agency", None).await;
     let upload = json!({
         "upload": {"name": "dot.png", "file": support::media::b64(&support::media::png(4, 4))},
@@ -672,14 +597,14 @@ async fn uploads_have_their_own_budget_and_count_as_requests() {
 /// A signed request sent again as it is: the `Authorization` header of a first request,
 /// replayed by whoever captured it.
 async fn send_as_is(
-    server: &Server,
+    server: &TestApp,
     method: reqwest::Method,
     path: &str,
     authorization: &str,
     body: Option<&Value>,
 ) -> u16 {
     let mut request = reqwest::Client::new()
-        .request(method, format!("{}{path}", server.base))
+        .request(method, format!("{}{path}", server.base()))
         .header("authorization", authorization);
     if let Some(body) = body {
         request = request
@@ -697,10 +622,13 @@ async fn replays_spend_no_budget_and_run_nothing() {
         requests_per_minute: 5,
         uploads_per_minute: 60,
     };
-    let server =
-        Server::start_with_budgets(budgets, Some(fifteen_seconds_into_this_minute())).await;
+    let server = TestApp::builder()
+        .config(|config| config.budgets = budgets)
+        .clock(fifteen_seconds_into_this_minute())
+        .spawn()
+        .await;
     let key = server.key("agency").await;
-    let signer = sitehost::local::client::PartnerClient::new(&server.base, &key.key, &key.secret);
+    let signer = sitehost::local::client::PartnerClient::new(server.base(), &key.key, &key.secret);
     let list = "/api/v2/businesses/";
     let captured = signer.authorization("GET", list);
     let mut statuses = Vec::new();
@@ -717,7 +645,7 @@ async fn replays_spend_no_budget_and_run_nothing() {
         assert_eq!(status, expected);
     }
     // Two requests spent: three more fit the budget of five, and the create ran once.
-    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    let client = CheckedClient::new(server.base(), &key.key, &key.secret);
     for _ in 0..3 {
         let page = client.get(list).await.expect("list");
         assert_eq!(page.status, 200, "{}", page.body);
@@ -738,8 +666,11 @@ async fn refused_requests_record_no_nonce_after_the_first() {
         requests_per_minute: 1,
         uploads_per_minute: 1,
     };
-    let server =
-        Server::start_with_budgets(budgets, Some(fifteen_seconds_into_this_minute())).await;
+    let server = TestApp::builder()
+        .config(|config| config.budgets = budgets)
+        .clock(fifteen_seconds_into_this_minute())
+        .spawn()
+        .await;
     let client = server.client("agency", None).await;
     assert_eq!(
         client.get("/api/v2/images/").await.expect("list").status,
@@ -750,7 +681,7 @@ async fn refused_requests_record_no_nonce_after_the_first() {
         assert_over_budget(&refused, "budget of 1 requests a minute");
     }
     // The journal holds one fixed-size record (24 bytes) per recorded nonce.
-    let journal = std::fs::metadata(server.dir.path().join("nonces.journal")).expect("journal");
+    let journal = std::fs::metadata(server.dir().join("nonces.journal")).expect("journal");
     assert_eq!(
         journal.len(),
         2 * 24,
@@ -764,7 +695,10 @@ async fn a_zero_budget_is_unlimited() {
         requests_per_minute: 0,
         uploads_per_minute: 0,
     };
-    let server = Server::start_with_budgets(budgets, None).await;
+    let server = TestApp::builder()
+        .config(|config| config.budgets = budgets)
+        .spawn()
+        .await;
     let client = server.client("agency", None).await;
     for _ in 0..30 {
         assert_eq!(
@@ -780,7 +714,7 @@ async fn a_zero_budget_is_unlimited() {
 
 #[tokio::test]
 async fn offsets_past_the_end_answer_an_empty_page_and_link_back() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     for name in ["One", "Two"] {
         create(&client, json!({"business_name": name})).await;
@@ -865,7 +799,10 @@ async fn read_until_closed(
 
 #[tokio::test]
 async fn a_client_trickling_its_headers_is_cut_off_at_the_header_timeout() {
-    let server = Server::start_with(short_limits(), |_| {}).await;
+    let server = TestApp::builder()
+        .config(|config| config.server = short_limits())
+        .spawn()
+        .await;
     let stream = TcpStream::connect(server.addr()).await.expect("connect");
     let (reader, writer) = stream.into_split();
     // One byte every 300 ms: always "making progress", never finishing the head.
@@ -891,11 +828,14 @@ async fn a_client_trickling_its_headers_is_cut_off_at_the_header_timeout() {
 
 #[tokio::test]
 async fn a_client_trickling_its_body_gets_408_at_the_body_timeout() {
-    let server = Server::start_with(short_limits(), |_| {}).await;
+    let server = TestApp::builder()
+        .config(|config| config.server = short_limits())
+        .spawn()
+        .await;
     let key = server.key("agency").await;
     // Signed: an unsigned request is refused from its head, before any body is read.
     let authorization =
-        sitehost::local::client::PartnerClient::new(&server.base, &key.key, &key.secret)
+        sitehost::local::client::PartnerClient::new(server.base(), &key.key, &key.secret)
             .authorization("POST", "/api/v2/businesses/");
     let stream = TcpStream::connect(server.addr()).await.expect("connect");
     let (reader, mut writer) = stream.into_split();
@@ -923,8 +863,7 @@ async fn a_client_trickling_its_body_gets_408_at_the_body_timeout() {
         "{answer}"
     );
     // Nothing was created, and the server still serves others.
-    let key = server.key("agency").await;
-    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    let client = server.client("agency", None).await;
     let list = client.get("/api/v2/businesses/").await.expect("list");
     assert_eq!(list.status, 200);
     assert_eq!(list.body["meta"]["total_count"], 0);
@@ -934,7 +873,7 @@ async fn a_client_trickling_its_body_gets_408_at_the_body_timeout() {
 /// while the body it announces (7 MiB) has not been sent.
 #[tokio::test]
 async fn an_unsigned_request_is_refused_before_its_body_is_read() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let stream = TcpStream::connect(server.addr()).await.expect("connect");
     let (reader, mut writer) = stream.into_split();
     let head = format!(
@@ -960,7 +899,10 @@ async fn connections_past_the_cap_are_answered_503_at_once() {
         max_connections: 4,
         ..ServerLimits::default()
     };
-    let server = Server::start_with(limits, |_| {}).await;
+    let server = TestApp::builder()
+        .config(|config| config.server = limits)
+        .spawn()
+        .await;
     let mut idle = Vec::new();
     for _ in 0..4 {
         idle.push(TcpStream::connect(server.addr()).await.expect("connect"));
@@ -991,9 +933,12 @@ async fn a_client_that_stops_reading_a_file_is_dropped_at_the_write_timeout() {
         write_timeout: Duration::from_secs(1),
         ..ServerLimits::default()
     };
-    let server = Server::start_with(limits, |_| {}).await;
+    let server = TestApp::builder()
+        .config(|config| config.server = limits)
+        .spawn()
+        .await;
     let size = 16 * 1024 * 1024;
-    let dir = server.dir.path().join("files/img/upload");
+    let dir = server.dir().join("files/img/upload");
     std::fs::create_dir_all(&dir).expect("dir");
     std::fs::write(dir.join("big--1.jpg"), vec![0u8; size]).expect("file");
 
@@ -1065,7 +1010,7 @@ async fn held_url_server() -> (
 /// A server with one pipeline slot and `max_fetches` fetch slots, and a `held_url_server`
 /// its partners may fetch from.
 struct HeldFetches {
-    server: Server,
+    server: TestApp,
     /// An upload body whose fetch reaches the URL server and waits there until released.
     held_upload: Value,
     arrivals: tokio::sync::mpsc::Receiver<()>,
@@ -1080,11 +1025,13 @@ async fn held_fetches(max_fetches: usize) -> HeldFetches {
         upload_wait: Duration::from_millis(300),
         ..ServerLimits::default()
     };
-    let allowed = url_host.clone();
-    let server = Server::start_with(limits, move |config| {
-        config.fetch.allow_hosts = vec![allowed];
-    })
-    .await;
+    let server = TestApp::builder()
+        .config(|config| {
+            config.server = limits;
+            config.fetch.allow_hosts = vec![url_host.clone()];
+        })
+        .spawn()
+        .await;
     HeldFetches {
         server,
         held_upload: json!({"external_url": format!("http://{url_host}/held.png"), "site_id": 1}),
@@ -1104,8 +1051,7 @@ async fn a_slow_fetch_holds_no_upload_slot_and_one_account_a_share_of_the_fetche
         mut arrivals,
         release,
     } = held_fetches(8).await;
-    let slow = server.key("slow").await;
-    let slow = PartnerClient::new(&server.base, &slow.key, &slow.secret);
+    let slow = server.client("slow", None).await;
     let mut holders = Vec::new();
     for _ in 0..2 {
         let (client, body) = (slow.clone(), body.clone());
@@ -1124,8 +1070,7 @@ async fn a_slow_fetch_holds_no_upload_slot_and_one_account_a_share_of_the_fetche
         json!({"error": "This account has 2 image fetches in progress, as many as it may; retry when one has ended."})
     );
 
-    let other = server.key("other").await;
-    let other = PartnerClient::new(&server.base, &other.key, &other.secret);
+    let other = server.client("other", None).await;
     let started = Instant::now();
     let png = support::media::b64(&support::media::png(10, 10));
     let uploaded = other
@@ -1163,8 +1108,7 @@ async fn uploads_past_every_fetch_slot_get_503_at_once() {
     } = held_fetches(2).await;
     let mut holders = Vec::new();
     for account in ["a", "b"] {
-        let key = server.key(account).await;
-        let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+        let client = server.client(account, None).await;
         let body = body.clone();
         holders.push(tokio::spawn(async move {
             client.post("/api/v2/images/", &body).await
@@ -1173,8 +1117,7 @@ async fn uploads_past_every_fetch_slot_get_503_at_once() {
             .await
             .expect("the upload reached the URL server");
     }
-    let key = server.key("c").await;
-    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    let client = server.client("c", None).await;
     let started = Instant::now();
     let refused = client.post("/api/v2/images/", &body).await.expect("third");
     assert_eq!(refused.status, 503, "{}", refused.body);
@@ -1204,13 +1147,11 @@ async fn uploads_past_every_fetch_slot_get_503_at_once() {
 /// (as `sitehost keys` may hold it) must not stop other requests from being served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_write_waiting_on_sqlite_does_not_stall_other_requests() {
-    let server = Server::start().await;
-    let key = server.key("agency").await;
-    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    let server = TestApp::spawn().await;
+    let client = server.client("agency", None).await;
     create(&client, json!({"business_name": "First"})).await;
 
-    let blocker =
-        rusqlite::Connection::open(server.dir.path().join("sitehost.db")).expect("open db");
+    let blocker = rusqlite::Connection::open(server.dir().join("sitehost.db")).expect("open db");
     blocker
         .execute_batch("BEGIN IMMEDIATE")
         .expect("take the write lock");
@@ -1252,7 +1193,7 @@ async fn a_write_waiting_on_sqlite_does_not_stall_other_requests() {
 
 #[tokio::test]
 async fn business_names_refuse_format_characters_and_are_stored_nfc() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     for (c, code) in [
         ("\u{202E}", "U+202E"),
@@ -1308,7 +1249,7 @@ async fn business_names_refuse_format_characters_and_are_stored_nfc() {
 
 #[tokio::test]
 async fn conflicting_duplicate_query_parameters_are_400_on_every_list() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     create(&client, json!({"business_name": "A"})).await;
     for (path, name) in [
@@ -1358,9 +1299,9 @@ async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
     // apart by key and path below.
     let captured = support::init_tracing();
     let start = captured.end();
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let key = server.key("agency").await;
-    let client = PartnerClient::new(&server.base, &key.key, &key.secret);
+    let client = CheckedClient::new(server.base(), &key.key, &key.secret);
     // The platform's fields this service does not keep (`category`: only `category_id` is)
     // are ignored and named in the log; their values never are, nor the names of unknown
     // fields. `locations` and `services` are kept, and not named.
@@ -1371,7 +1312,7 @@ async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
                "made_up_field_name": 1}),
     )
     .await;
-    let forged = PartnerClient::new(&server.base, &key.key, "not-the-secret");
+    let forged = CheckedClient::new(server.base(), &key.key, "not-the-secret");
     let forged_path = "/api/v2/businesses/987654321/";
     assert_eq!(
         forged
@@ -1435,7 +1376,7 @@ async fn the_request_log_line_names_key_account_and_user_never_the_secret() {
 /// update the same businesses; a GET there is a 405 naming the one method the path has.
 #[tokio::test]
 async fn singular_business_paths_create_and_update() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     let mut ids = Vec::new();
     for path in ["/api/v2/business/", "/api/v2/business"] {
@@ -1490,7 +1431,7 @@ async fn singular_business_paths_create_and_update() {
 /// the document's too, and `sitehost serve` serves the document itself, unsigned.
 #[tokio::test]
 async fn other_methods_unknown_paths_and_the_reference() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     for (method, path) in [
         ("DELETE", "/api/v2/businesses/1/"),
@@ -1512,9 +1453,8 @@ async fn other_methods_unknown_paths_and_the_reference() {
     if let Ok(reply) = client.send("PUT", "/api/v2/businesses/1/", Some(big)).await {
         assert_eq!(reply.status, 413);
     }
-    let served = server
-        .raw()
-        .get(format!("{}/api/v2/openapi.json", server.base))
+    let served = reqwest::Client::new()
+        .get(format!("{}/api/v2/openapi.json", server.base()))
         .send()
         .await
         .expect("document");
@@ -1527,7 +1467,7 @@ async fn other_methods_unknown_paths_and_the_reference() {
 /// `upload`, then `file`, as the platform documents.
 #[tokio::test]
 async fn an_upload_file_error_is_answered_nested() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     for (upload, message) in [
         (json!({"file": "!!!"}), "Not valid base64"),
@@ -1556,7 +1496,7 @@ async fn an_upload_file_error_is_answered_nested() {
 /// the documented shape, and an update replaces the locations, keeping the ids it names.
 #[tokio::test]
 async fn services_and_nested_locations_are_kept_and_replaced() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     let created = create(
         &client,
@@ -1671,7 +1611,7 @@ async fn services_and_nested_locations_are_kept_and_replaced() {
 /// of different accounts never meet.
 #[tokio::test]
 async fn idempotency_keys_make_retries_safe() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let client = server.client("agency", None).await;
     let path = "/api/v2/businesses/";
     let body = json!({"business_name": "Once"});

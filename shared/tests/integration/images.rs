@@ -8,50 +8,24 @@ use crate::support;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use sitehost::account::{Caller, NewKey};
-use sitehost::api::App;
-use sitehost::clock::{Clock, SystemClock};
-use sitehost::config::Config;
+use sitehost::account::Caller;
 use sitehost::error::ApiError;
-use sitehost::store::{SharedStore, Stores};
-use support::media::{b64, file_server as image_server, jpeg, png, stored_files, FailingFiles};
-
+use support::app::TestApp;
+use support::media::{b64, file_server, jpeg, png, stored_files, FailingFiles};
 // The signing client, every reply checked against docs/openapi.json.
-use support::openapi::CheckedClient as PartnerClient;
+use support::openapi::CheckedClient;
 
-struct Server {
-    base: String,
-    client: PartnerClient,
-    store: SharedStore,
-    dir: tempfile::TempDir,
-}
-
-async fn start(allow_hosts: Vec<String>) -> Server {
-    let dir = tempfile::tempdir().expect("dir");
-    let stores = Stores::embedded(dir.path()).expect("stores");
-    let store = Arc::clone(&stores.records);
-    let mut config = Config::embedded(dir.path().into());
-    config.fetch.allow_hosts = allow_hosts;
-    config.fetch.total_timeout = std::time::Duration::from_secs(3);
-    let app = Arc::new(App::new(stores, config).expect("app"));
-    let base = support::serve(app).await;
-    let account = store.ensure_account("agency").await.expect("account");
-    let key = store
-        .create_key(NewKey::generate(
-            account.id,
-            Some(5),
-            None,
-            SystemClock.now(),
-        ))
+/// The app served, with the caller's key (user 5 of `agency`); `allow_hosts` are the hosts
+/// an upload may fetch from.
+async fn start(allow_hosts: Vec<String>) -> TestApp {
+    TestApp::builder()
+        .config(|config| {
+            config.fetch.allow_hosts = allow_hosts;
+            config.fetch.total_timeout = std::time::Duration::from_secs(3);
+        })
+        .caller("agency", Some(5))
+        .spawn()
         .await
-        .expect("key");
-    let client = PartnerClient::new(&base, &key.key, &key.secret);
-    Server {
-        base,
-        client,
-        store,
-        dir,
-    }
 }
 
 #[tokio::test]
@@ -59,7 +33,6 @@ async fn base64_upload_stores_original_and_variants_served_locally() {
     let server = start(Vec::new()).await;
     let original = png(1200, 600);
     let reply = server
-        .client
         .post("/api/v2/images/", &json!({"upload": {"name": "My Shop Front.png", "file": b64(&original)}, "site_id": 12345, "type": "image"}))
         .await
         .expect("upload");
@@ -85,7 +58,7 @@ async fn base64_upload_stores_original_and_variants_served_locally() {
     // The original byte for byte; each variant fits its box and is never upscaled.
     let http = reqwest::Client::new();
     let got = http
-        .get(format!("{}/{path}", server.base))
+        .get(format!("{}/{path}", server.base()))
         .send()
         .await
         .expect("file");
@@ -101,7 +74,7 @@ async fn base64_upload_stores_original_and_variants_served_locally() {
         let variant = image["sizes"][size].as_str().expect("variant");
         assert!(variant.ends_with(&format!(".{size}.png")), "{variant}");
         let bytes = http
-            .get(format!("{}/{variant}", server.base))
+            .get(format!("{}/{variant}", server.base()))
             .send()
             .await
             .expect("get")
@@ -114,20 +87,17 @@ async fn base64_upload_stores_original_and_variants_served_locally() {
     }
     // Detail and list.
     let detail = server
-        .client
         .get(&format!("/api/v2/images/{id}/"))
         .await
         .expect("get");
     assert_eq!(detail.body["image"], path);
     let list = server
-        .client
         .get("/api/v2/images/?site_id=12345")
         .await
         .expect("list");
     assert_eq!(list.body["meta"]["total_count"], 1);
     assert_eq!(
         server
-            .client
             .get("/api/v2/images/?site_id=1")
             .await
             .expect("list")
@@ -142,7 +112,7 @@ async fn base64_upload_stores_original_and_variants_served_locally() {
         "/img/upload/nothing.png",
     ] {
         let reply = http
-            .get(format!("{}{bad}", server.base))
+            .get(format!("{}{bad}", server.base()))
             .send()
             .await
             .expect("get");
@@ -152,17 +122,15 @@ async fn base64_upload_stores_original_and_variants_served_locally() {
 
 #[tokio::test]
 async fn url_upload_and_business_links() {
-    let host = image_server(jpeg(300, 200), "image/jpeg").await;
+    let host = file_server(jpeg(300, 200), "image/jpeg").await;
     let server = start(vec![host.clone()]).await;
     let business = server
-        .client
         .post("/api/v2/businesses/", &json!({"business_name": "Cafe"}))
         .await
         .expect("create")
         .body;
     let business_id = business["id"].as_i64().expect("id");
     let reply = server
-        .client
         .post("/api/v2/images/", &json!({"external_url": format!("http://{host}/photos/cafe.jpg?v=2"), "business_id": business_id}))
         .await
         .expect("upload");
@@ -174,7 +142,7 @@ async fn url_upload_and_business_links() {
         .is_some_and(|p| p.starts_with("img/upload/cafe-") && p.ends_with(".jpg")));
     // Small images keep their size in every variant.
     let thumb = reply.body["sizes"]["thumbnail"].as_str().expect("thumb");
-    let bytes = reqwest::get(format!("{}/{thumb}", server.base))
+    let bytes = reqwest::get(format!("{}/{thumb}", server.base()))
         .await
         .expect("get")
         .bytes()
@@ -183,7 +151,7 @@ async fn url_upload_and_business_links() {
     let decoded = image::load_from_memory(&bytes).expect("decodes");
     assert_eq!((decoded.width(), decoded.height()), (150, 100));
     let big = reply.body["sizes"]["big"].as_str().expect("big");
-    let bytes = reqwest::get(format!("{}/{big}", server.base))
+    let bytes = reqwest::get(format!("{}/{big}", server.base()))
         .await
         .expect("get")
         .bytes()
@@ -198,7 +166,6 @@ async fn url_upload_and_business_links() {
 
     let image_id = reply.body["id"].as_i64().expect("id");
     let with_logo = server
-        .client
         .put(
             &format!("/api/v2/businesses/{business_id}/"),
             &json!({"logo_image_id": image_id}),
@@ -209,13 +176,8 @@ async fn url_upload_and_business_links() {
     assert_eq!(with_logo.body["logo_image"]["id"], image_id);
     assert_eq!(with_logo.body["images"][0]["id"], image_id);
     // Another account can neither see the image nor use it as a logo.
-    let account = server.store.ensure_account("other").await.expect("account");
-    let key = server
-        .store
-        .create_key(NewKey::generate(account.id, None, None, SystemClock.now()))
-        .await
-        .expect("key");
-    let other = PartnerClient::new(&server.base, &key.key, &key.secret);
+    let key = server.key("other").await;
+    let other = CheckedClient::new(server.base(), &key.key, &key.secret);
     assert_eq!(
         other
             .get(&format!("/api/v2/images/{image_id}/"))
@@ -244,7 +206,7 @@ async fn url_upload_and_business_links() {
 
 #[tokio::test]
 async fn bad_uploads_are_refused_and_store_nothing() {
-    let html_host = image_server(
+    let html_host = file_server(
         b"<html><body>not an image</body></html>".to_vec(),
         "text/html",
     )
@@ -300,7 +262,7 @@ async fn bad_uploads_are_refused_and_store_nothing() {
         ),
         (
             "loopback by name",
-            json!({"external_url": format!("http://localhost:{}/a.png", server.base.rsplit(':').next().unwrap_or("80"))}),
+            json!({"external_url": format!("http://localhost:{}/a.png", server.base().rsplit(':').next().unwrap_or("80"))}),
             400,
         ),
         (
@@ -315,17 +277,12 @@ async fn bad_uploads_are_refused_and_store_nothing() {
         ),
     ];
     for (what, body, status) in cases {
-        let reply = server
-            .client
-            .post("/api/v2/images/", &body)
-            .await
-            .expect("post");
+        let reply = server.post("/api/v2/images/", &body).await.expect("post");
         assert_eq!(reply.status, status, "{what}: {}", reply.body);
         let message = reply.body.to_string();
         assert!(message.len() > 20, "{what}: a clear message, got {message}");
     }
     let truncated_reply = server
-        .client
         .post("/api/v2/images/", &upload(&truncated))
         .await
         .expect("post");
@@ -339,7 +296,6 @@ async fn bad_uploads_are_refused_and_store_nothing() {
         truncated_reply.body
     );
     let svg_reply = server
-        .client
         .post("/api/v2/images/", &upload(svg))
         .await
         .expect("post");
@@ -349,18 +305,13 @@ async fn bad_uploads_are_refused_and_store_nothing() {
         svg_reply.body
     );
     assert_eq!(
-        server
-            .client
-            .get("/api/v2/images/")
-            .await
-            .expect("list")
-            .body["meta"]["total_count"],
+        server.get("/api/v2/images/").await.expect("list").body["meta"]["total_count"],
         0
     );
     assert!(
-        stored_files(server.dir.path()).is_empty(),
+        stored_files(server.dir()).is_empty(),
         "{:?}",
-        stored_files(server.dir.path())
+        stored_files(server.dir())
     );
 }
 
@@ -374,28 +325,17 @@ fn caller() -> Caller {
 
 #[tokio::test]
 async fn a_failed_file_write_leaves_no_record_and_no_files() {
-    let dir = tempfile::tempdir().expect("dir");
-    let mut stores = Stores::embedded(dir.path()).expect("stores");
-    stores.files = Some(Arc::new(FailingFiles::new(
-        stores.files.clone().expect("files"),
-        ".small.",
-    )));
-    let app = App::new(stores, Config::embedded(dir.path().into())).expect("app");
-    let account = app
-        .services
-        .store
-        .ensure_account("a")
-        .await
-        .expect("account");
+    let app = TestApp::builder()
+        .wrap_stores(|stores| {
+            let files = stores.files.clone().expect("files");
+            stores.files = Some(Arc::new(FailingFiles::new(files, ".small.")));
+        })
+        .build()
+        .await;
+    let account = app.store.ensure_account("a").await.expect("account");
     assert_eq!(account.id, caller().account_id);
     let body = json!({"upload": {"file": b64(&png(400, 300))}}).to_string();
-    let result = app
-        .services
-        .uploads
-        .as_ref()
-        .expect("uploads")
-        .upload(&app.services, &caller(), body.as_bytes())
-        .await;
+    let result = app.upload(&caller(), body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))));
     let query = sitehost::image_record::ImageQuery {
         filter: Default::default(),
@@ -404,8 +344,7 @@ async fn a_failed_file_write_leaves_no_record_and_no_files() {
         offset: 0,
     };
     assert_eq!(
-        app.services
-            .store
+        app.store
             .list_images(1, &query)
             .await
             .expect("list")
@@ -413,9 +352,9 @@ async fn a_failed_file_write_leaves_no_record_and_no_files() {
         0
     );
     assert!(
-        stored_files(dir.path()).is_empty(),
+        stored_files(app.dir()).is_empty(),
         "{:?}",
-        stored_files(dir.path())
+        stored_files(app.dir())
     );
 }
 
@@ -424,31 +363,19 @@ async fn a_failed_file_write_leaves_no_record_and_no_files() {
 /// `images_integrity.rs` has the cases where the outcome can be found out).
 #[tokio::test]
 async fn a_failed_record_write_that_cannot_be_checked_keeps_the_files() {
-    let dir = tempfile::tempdir().expect("dir");
-    let stores = Stores::embedded(dir.path()).expect("stores");
-    let app = App::new(stores, Config::embedded(dir.path().into())).expect("app");
-    app.services
-        .store
-        .ensure_account("a")
-        .await
-        .expect("account");
+    let app = TestApp::embedded().await;
+    app.store.ensure_account("a").await.expect("account");
     // Break the record write underneath the store: the images table is gone.
-    let db = rusqlite::Connection::open(dir.path().join("sitehost.db")).expect("db");
+    let db = rusqlite::Connection::open(app.dir().join("sitehost.db")).expect("db");
     db.execute_batch("DROP TABLE images").expect("drop");
     let body = json!({"upload": {"file": b64(&png(64, 64))}}).to_string();
-    let result = app
-        .services
-        .uploads
-        .as_ref()
-        .expect("uploads")
-        .upload(&app.services, &caller(), body.as_bytes())
-        .await;
+    let result = app.upload(&caller(), body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(
-        stored_files(dir.path()).len(),
+        stored_files(app.dir()).len(),
         8,
         "{:?}",
-        stored_files(dir.path())
+        stored_files(app.dir())
     );
 }
 
@@ -463,7 +390,6 @@ async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
     let mut ids = Vec::new();
     for name in ["gone.png", "logo.png"] {
         let reply = server
-            .client
             .post("/api/v2/images/", &upload(name))
             .await
             .expect("upload");
@@ -472,42 +398,29 @@ async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
     }
     let (gone, gone_body) = &ids[0];
     let (logo, _) = &ids[1];
-    let files_before = stored_files(server.dir.path());
+    let files_before = stored_files(server.dir());
     assert_eq!(files_before.len(), 16, "{files_before:?}");
 
     // Another account's key: 404, and the image stays.
-    let other = server.store.ensure_account("other").await.expect("account");
-    let other_key = server
-        .store
-        .create_key(NewKey::generate(other.id, None, None, SystemClock.now()))
-        .await
-        .expect("key");
-    let stranger = PartnerClient::new(&server.base, &other_key.key, &other_key.secret);
+    let other_key = server.key("other").await;
+    let stranger = CheckedClient::new(server.base(), &other_key.key, &other_key.secret);
     let path = format!("/api/v2/images/{gone}/");
     let refused = stranger.send("DELETE", &path, None).await.expect("delete");
     assert_eq!(refused.status, 404, "{}", refused.body);
-    assert_eq!(stored_files(server.dir.path()), files_before);
+    assert_eq!(stored_files(server.dir()), files_before);
 
-    let deleted = server
-        .client
-        .send("DELETE", &path, None)
-        .await
-        .expect("delete");
+    let deleted = server.delete(&path).await.expect("delete");
     assert_eq!(deleted.status, 204, "{}", deleted.body);
     assert_eq!(deleted.body, Value::Null);
     assert!(deleted.headers.get("content-type").is_none());
-    let get = server.client.get(&path).await.expect("get");
+    let get = server.get(&path).await.expect("get");
     assert_eq!(get.status, 404);
-    let list = server
-        .client
-        .get("/api/v2/images/?site_id=7")
-        .await
-        .expect("list");
+    let list = server.get("/api/v2/images/?site_id=7").await.expect("list");
     assert_eq!(list.body["meta"]["total_count"], 1);
     assert_eq!(list.body["objects"][0]["id"], *logo);
     // Its eight files (original, variants, WebP siblings) are gone from the data directory
     // and from the local frontend host; the logo's eight remain.
-    let left = stored_files(server.dir.path());
+    let left = stored_files(server.dir());
     assert_eq!(left.len(), 8, "{left:?}");
     assert!(
         left.iter().all(|f| !f.contains(&format!("--{gone}."))),
@@ -522,7 +435,7 @@ async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
         .chain([original])
     {
         let status = http
-            .get(format!("{}/{file}", server.base))
+            .get(format!("{}/{file}", server.base()))
             .send()
             .await
             .expect("get")
@@ -531,15 +444,13 @@ async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
     }
     // Twice: 404. Without the trailing slash: the same route.
     let again = server
-        .client
-        .send("DELETE", &format!("/api/v2/images/{gone}"), None)
+        .delete(&format!("/api/v2/images/{gone}"))
         .await
         .expect("delete");
     assert_eq!(again.status, 404);
 
     // A logo: 409 naming the business, and the image and its files stay.
     let business = server
-        .client
         .post(
             "/api/v2/businesses/",
             &json!({"business_name": "Harbour Cafe", "logo_image_id": logo}),
@@ -548,11 +459,7 @@ async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
         .expect("create");
     assert_eq!(business.status, 201, "{}", business.body);
     let logo_path = format!("/api/v2/images/{logo}/");
-    let conflict = server
-        .client
-        .send("DELETE", &logo_path, None)
-        .await
-        .expect("delete");
+    let conflict = server.delete(&logo_path).await.expect("delete");
     assert_eq!(conflict.status, 409, "{}", conflict.body);
     let message = conflict.body["error"].as_str().expect("message");
     assert!(
@@ -560,11 +467,10 @@ async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
             && message.contains("Harbour Cafe"),
         "{message}"
     );
-    assert_eq!(stored_files(server.dir.path()), left);
+    assert_eq!(stored_files(server.dir()), left);
     // Once the business has no logo, the image can go.
     let id = business.body["id"].as_i64().expect("id");
     let cleared = server
-        .client
         .put(
             &format!("/api/v2/businesses/{id}/"),
             &json!({"id": id, "logo_image_id": null}),
@@ -572,11 +478,7 @@ async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
         .await
         .expect("update");
     assert_eq!(cleared.status, 200, "{}", cleared.body);
-    let deleted = server
-        .client
-        .send("DELETE", &logo_path, None)
-        .await
-        .expect("delete");
+    let deleted = server.delete(&logo_path).await.expect("delete");
     assert_eq!(deleted.status, 204, "{}", deleted.body);
-    assert_eq!(stored_files(server.dir.path()), Vec::<String>::new());
+    assert_eq!(stored_files(server.dir()), Vec::<String>::new());
 }

@@ -8,17 +8,14 @@ use crate::support;
 use std::sync::Arc;
 
 use serde_json::json;
-use sitehost::account::{Caller, NewKey};
-use sitehost::api::App;
-use sitehost::clock::{Clock, SystemClock};
-use sitehost::config::Config;
+use sitehost::account::Caller;
 use sitehost::error::ApiError;
 use sitehost::image_record::ImageQuery;
-use sitehost::local::client::PartnerClient;
 use sitehost::s3::S3Files;
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{SharedFiles, CACHE_CONTROL};
 use sitehost::store::{SharedStore, Stores};
+use support::app::TestApp;
 use support::media::{b64, file_server, jpeg, png, FailingFiles};
 
 struct Aws {
@@ -69,21 +66,15 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
         return;
     };
     let host = file_server(jpeg(900, 1200), "image/jpeg").await;
-    let records = aws.records();
-    let mut config = Config::embedded(std::env::temp_dir());
-    config.fetch.allow_hosts = vec![host.clone()];
-    let stores = Stores {
-        records: Arc::clone(&records),
-        files: Some(aws.files()),
-    };
-    let app = Arc::new(App::new(stores, config).expect("app"));
-    let base = support::serve(app).await;
-    let account = records.ensure_account("aws").await.expect("account");
-    let key = records
-        .create_key(NewKey::generate(account.id, None, None, SystemClock.now()))
-        .await
-        .expect("key");
-    let client = PartnerClient::new(&base, &key.key, &key.secret);
+    let server = TestApp::builder()
+        .stores(Stores {
+            records: aws.records(),
+            files: Some(aws.files()),
+        })
+        .config(|config| config.fetch.allow_hosts = vec![host.clone()])
+        .spawn()
+        .await;
+    let client = server.partner_client(&server.key("aws").await);
 
     let by_base64 = client
         .post("/api/v2/images/", &json!({"upload": {"filename": "logo.png", "file": format!("data:image/png;base64,{}", b64(&png(300, 300)))}, "site_id": 7}))
@@ -202,26 +193,21 @@ async fn an_s3_put_failing_leaves_no_record_and_no_objects() {
     let Some(aws) = Aws::create().await else {
         return;
     };
-    let records = aws.records();
-    let account = records.ensure_account("faulty").await.expect("account");
-    let stores = Stores {
-        records: Arc::clone(&records),
-        files: Some(Arc::new(FailingFiles::new(aws.files(), ".medium."))),
-    };
-    let app = App::new(stores, Config::embedded(std::env::temp_dir())).expect("app");
+    let app = TestApp::builder()
+        .stores(Stores {
+            records: aws.records(),
+            files: Some(Arc::new(FailingFiles::new(aws.files(), ".medium."))),
+        })
+        .build()
+        .await;
+    let account = app.store.ensure_account("faulty").await.expect("account");
     let caller = Caller {
         account_id: account.id,
         user_id: 1,
         restrict_sub_id: None,
     };
     let body = json!({"upload": {"file": b64(&png(700, 500))}}).to_string();
-    let result = app
-        .services
-        .uploads
-        .as_ref()
-        .expect("uploads")
-        .upload(&app.services, &caller, body.as_bytes())
-        .await;
+    let result = app.upload(&caller, body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(aws.object_keys().await, Vec::<String>::new());
     let query = ImageQuery {
@@ -231,7 +217,7 @@ async fn an_s3_put_failing_leaves_no_record_and_no_objects() {
         offset: 0,
     };
     assert_eq!(
-        records
+        app.store
             .list_images(account.id, &query)
             .await
             .expect("list")
@@ -248,24 +234,20 @@ async fn a_dynamodb_write_failing_leaves_no_objects() {
     };
     // A store on a table that does not exist: every write fails.
     let broken: SharedStore = Arc::new(DynamoStore::new(aws.table.client.clone(), "no-such-table"));
-    let stores = Stores {
-        records: broken,
-        files: Some(aws.files()),
-    };
-    let app = App::new(stores, Config::embedded(std::env::temp_dir())).expect("app");
+    let app = TestApp::builder()
+        .stores(Stores {
+            records: broken,
+            files: Some(aws.files()),
+        })
+        .build()
+        .await;
     let caller = Caller {
         account_id: 1,
         user_id: 1,
         restrict_sub_id: None,
     };
     let body = json!({"upload": {"file": b64(&png(400, 400))}}).to_string();
-    let result = app
-        .services
-        .uploads
-        .as_ref()
-        .expect("uploads")
-        .upload(&app.services, &caller, body.as_bytes())
-        .await;
+    let result = app.upload(&caller, body.as_bytes()).await;
     assert!(matches!(result, Err(ApiError::Internal(_))), "{result:?}");
     assert_eq!(aws.object_keys().await, Vec::<String>::new());
     aws.table.delete().await;

@@ -1,7 +1,7 @@
 //! Images and sub ids, and the integrity of uploads:
 //!
 //! - a key restricted to a sub id lists, reads and references only images of its sub id
-//!   (over HTTP, embedded store; the store side is in `store_contract.rs`);
+//!   (over HTTP, embedded store; the store side is in `store_contract/images.rs`);
 //! - a record write with an unknown outcome (an internal error after, or before, the
 //!   record was written) never leaves a record pointing at a missing file;
 //! - `sweep` (the `sitehost files sweep` command) removes orphan file sets past the grace
@@ -15,10 +15,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use sitehost::account::{Account, ApiKey, NewKey};
-use sitehost::api::App;
 use sitehost::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use sitehost::clock::{Clock, SystemClock};
-use sitehost::config::Config;
 use sitehost::error::{ApiError, Result};
 use sitehost::image_record::{variant_path, Image, ImageQuery, NewImage, VARIANTS};
 use sitehost::local::client::{PartnerClient, Reply};
@@ -31,19 +29,8 @@ use sitehost::store::{
 };
 use sitehost::upload::naming::original_path;
 use sitehost::upload::sweep::{sweep, SweepOptions, SweepReport};
+use support::app::TestApp;
 use support::media::{b64, png, stored_files};
-
-async fn key(store: &SharedStore, account: &Account, sub: Option<&str>) -> ApiKey {
-    store
-        .create_key(NewKey::generate(
-            account.id,
-            None,
-            sub.map(str::to_string),
-            SystemClock.now(),
-        ))
-        .await
-        .expect("key")
-}
 
 fn upload_body(business_id: Option<i64>) -> Value {
     let mut body = json!({"upload": {"name": "shop.png", "file": b64(&png(40, 30))}});
@@ -87,16 +74,11 @@ async fn status(reply: impl std::future::Future<Output = reqwest::Result<Reply>>
 
 #[tokio::test]
 async fn sub_restricted_keys_neither_see_nor_reference_other_sub_ids_images() {
-    let dir = tempfile::tempdir().expect("dir");
-    let stores = Stores::embedded(dir.path()).expect("stores");
-    let store = Arc::clone(&stores.records);
-    let app = Arc::new(App::new(stores, Config::embedded(dir.path().into())).expect("app"));
-    let base = support::serve(app).await;
-    let account = store.ensure_account("agency").await.expect("account");
-    let client = |k: &ApiKey| PartnerClient::new(&base, &k.key, &k.secret);
-    let north = client(&key(&store, &account, Some("north")).await);
-    let south = client(&key(&store, &account, Some("south")).await);
-    let all = client(&key(&store, &account, None).await);
+    let server = TestApp::spawn().await;
+    let client = |k: &ApiKey| server.partner_client(k);
+    let north = client(&server.key_for("agency", None, Some("north")).await);
+    let south = client(&server.key_for("agency", None, Some("south")).await);
+    let all = client(&server.key("agency").await);
 
     let north_shop = north
         .post(
@@ -394,20 +376,18 @@ impl ImageStore for FaultyImages {
     }
 }
 
-/// An embedded store served with `fault` injected into its image record writes.
-async fn faulty_server(fault: Fault) -> (PartnerClient, SharedStore, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("dir");
-    let mut stores = Stores::embedded(dir.path()).expect("stores");
-    let real = Arc::clone(&stores.records);
-    stores.records = Arc::new(FaultyImages {
-        inner: Arc::clone(&real),
-        fault,
-    });
-    let app = Arc::new(App::new(stores, Config::embedded(dir.path().into())).expect("app"));
-    let base = support::serve(app).await;
-    let account = real.ensure_account("agency").await.expect("account");
-    let k = key(&real, &account, None).await;
-    (PartnerClient::new(&base, &k.key, &k.secret), real, dir)
+/// An embedded store served with `fault` injected into its image record writes; its
+/// `store` is the real one beneath, and a client with a key of `agency`.
+async fn faulty_server(fault: Fault) -> (TestApp, PartnerClient) {
+    let server = TestApp::builder()
+        .wrap_stores(|stores| {
+            let real = Arc::clone(&stores.records);
+            stores.records = Arc::new(FaultyImages { inner: real, fault });
+        })
+        .spawn()
+        .await;
+    let client = server.partner_client(&server.key("agency").await);
+    (server, client)
 }
 
 fn all_images() -> ImageQuery {
@@ -421,7 +401,7 @@ fn all_images() -> ImageQuery {
 
 #[tokio::test]
 async fn a_record_written_before_the_error_makes_the_upload_succeed_with_its_files() {
-    let (client, store, dir) = faulty_server(Fault::AfterWriting).await;
+    let (server, client) = faulty_server(Fault::AfterWriting).await;
     let reply = client
         .post("/api/v2/images/", &upload_body(None))
         .await
@@ -429,7 +409,7 @@ async fn a_record_written_before_the_error_makes_the_upload_succeed_with_its_fil
     assert_eq!(reply.status, 201, "{}", reply.body);
     let id = reply.body["id"].as_i64().expect("id");
     let path = reply.body["image"].as_str().expect("path").to_string();
-    let record = store.find_image_any_account(id).await.expect("find");
+    let record = server.store.find_image_any_account(id).await.expect("find");
     assert_eq!(record.map(|i| i.path), Some(path.clone()));
     let mut expected: Vec<String> = VARIANTS
         .iter()
@@ -443,24 +423,29 @@ async fn a_record_written_before_the_error_makes_the_upload_succeed_with_its_fil
             .map(|size| sitehost::image_record::webp_sibling_path(&variant_path(&path, size))),
     );
     expected.sort();
-    assert_eq!(stored_files(dir.path()), expected);
+    assert_eq!(stored_files(server.dir()), expected);
 }
 
 #[tokio::test]
 async fn a_record_not_written_before_the_error_leaves_no_record_and_no_files() {
-    let (client, store, dir) = faulty_server(Fault::BeforeWriting).await;
+    let (server, client) = faulty_server(Fault::BeforeWriting).await;
     let reply = client
         .post("/api/v2/images/", &upload_body(None))
         .await
         .expect("upload");
     assert_eq!(reply.status, 500, "{}", reply.body);
     assert!(
-        stored_files(dir.path()).is_empty(),
+        stored_files(server.dir()).is_empty(),
         "{:?}",
-        stored_files(dir.path())
+        stored_files(server.dir())
     );
-    let account = store.ensure_account("agency").await.expect("account");
-    let page = store
+    let account = server
+        .store
+        .ensure_account("agency")
+        .await
+        .expect("account");
+    let page = server
+        .store
         .list_images(account.id, &all_images())
         .await
         .expect("list");
@@ -469,22 +454,22 @@ async fn a_record_not_written_before_the_error_leaves_no_record_and_no_files() {
 
 #[tokio::test]
 async fn an_unanswerable_outcome_keeps_the_files_for_the_sweeper() {
-    let (client, store, dir) = faulty_server(Fault::Unreachable).await;
+    let (server, client) = faulty_server(Fault::Unreachable).await;
     let reply = client
         .post("/api/v2/images/", &upload_body(None))
         .await
         .expect("upload");
     assert_eq!(reply.status, 500, "{}", reply.body);
     // The original, five variants and two WebP siblings.
-    assert_eq!(stored_files(dir.path()).len(), 8, "the files are kept");
+    assert_eq!(stored_files(server.dir()).len(), 8, "the files are kept");
     // Later, past the grace period, the sweeper finds no record and removes them.
     let files: SharedFiles =
-        Arc::new(sitehost::local::disk_files::LocalFiles::open(dir.path()).expect("files"));
-    let report = sweep(store.as_ref(), files.as_ref(), later())
+        Arc::new(sitehost::local::disk_files::LocalFiles::open(server.dir()).expect("files"));
+    let report = sweep(server.store.as_ref(), files.as_ref(), later())
         .await
         .expect("sweep");
     assert_eq!((report.orphans.len(), report.files_removed), (1, 8));
-    assert!(stored_files(dir.path()).is_empty());
+    assert!(stored_files(server.dir()).is_empty());
 }
 
 // ---------------------------------------------------------------------------------------

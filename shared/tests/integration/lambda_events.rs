@@ -12,9 +12,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use sitehost::api::{lambda, Operation};
 use sitehost::auth::oauth1;
-use sitehost::clock::FixedClock;
 use support::events::{
-    assert_fixture_answer, events_dir, fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT,
+    assert_fixture_answer, events_dir, fixture_app, fixture_app_at, FixtureKey, ORIGIN_SECRET,
+    SIGNED_AT,
 };
 
 const KEY: &str = "eventsfixturekey0001";
@@ -225,7 +225,7 @@ async fn every_event_runs_through_its_functions_handler() {
         }
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let (app, _dir) = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
+        let app = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
         let request = lambda_http::request::from_str(&text).expect("an API Gateway event");
         let response = lambda::to_lambda(
             app.handle_operation(case.operation, lambda::from_lambda(request))
@@ -255,8 +255,7 @@ async fn every_event_runs_through_its_functions_handler() {
                 .as_u16(),
             404
         );
-        let (late, _dir2) = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
-        let late = late.with_clock(Arc::new(FixedClock(SIGNED_AT + 600)));
+        let late = fixture_app_at(SIGNED_AT + 600, &FIXTURE, &[], Some(ORIGIN_SECRET)).await;
         let request = lambda_http::request::from_str(&text).expect("event");
         assert_eq!(
             late.handle_operation(case.operation, lambda::from_lambda(request))
@@ -393,7 +392,7 @@ async fn a_maximum_size_upload_event_fits_the_lambda_payload_limit() {
     // The old default (4,718,592: exactly 6 MiB of base64) did not fit.
     assert!(max_upload_event(4_718_592).0.len() > LAMBDA_PAYLOAD_LIMIT);
 
-    let (app, _dir) = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
+    let app = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
     let request = lambda_http::request::from_str(&event).expect("an API Gateway event");
     let response = app
         .handle_operation(Operation::ImageUpload, lambda::from_lambda(request))
@@ -402,7 +401,7 @@ async fn a_maximum_size_upload_event_fits_the_lambda_payload_limit() {
     assert_eq!(response.status().as_u16(), 400, "{body}");
     assert!(body["upload"].is_array(), "refused as no image: {body}");
 
-    let (app, _dir) = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
+    let app = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
     let (over, _) = max_upload_event(max + 1);
     let request = lambda_http::request::from_str(&over).expect("an API Gateway event");
     let response = app
@@ -423,7 +422,7 @@ async fn a_maximum_size_upload_event_fits_the_lambda_payload_limit() {
 /// base64 upload may hold and that a larger image goes by `external_url`.
 #[tokio::test]
 async fn a_body_over_the_limit_says_the_limit_and_what_to_do() {
-    let (app, _dir) = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
+    let app = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
     let body = bytes::Bytes::from(vec![b' '; sitehost::config::DEFAULT_MAX_BODY_BYTES + 1]);
     for (operation, method, path, expected) in [
         (
@@ -459,7 +458,7 @@ async fn a_body_over_the_limit_says_the_limit_and_what_to_do() {
 /// 404 for an unknown path, 405 with `Allow` for a method the path does not have.
 #[tokio::test]
 async fn the_default_route_answers_our_404_and_405() {
-    let (app, _dir) = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
+    let app = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
     for (method, path, status, allow) in [
         ("GET", "/api/v2/nothing/", 404, None),
         ("GET", "/favicon.ico", 404, None),

@@ -166,13 +166,11 @@ pub async fn large_budgets_admit_exactly_their_limit(store: SharedStore) {
 /// DynamoDB one `GetItem`): only the first refusal of the window recorded its nonce and
 /// drew on the budget.
 pub async fn refusals_and_replays_through_the_app(store: SharedStore, probe: &super::RowProbe) {
+    use crate::support::app::TestApp;
     use sitehost::account::NewKey;
-    use sitehost::api::App;
     use sitehost::auth::oauth1;
-    use sitehost::clock::FixedClock;
-    use sitehost::config::{Config, RequestBudgets};
+    use sitehost::config::RequestBudgets;
     use sitehost::store::Stores;
-    use std::sync::Arc;
 
     let now = WINDOW + 15;
     let account = store.ensure_account("replayed").await.expect("account");
@@ -180,18 +178,20 @@ pub async fn refusals_and_replays_through_the_app(store: SharedStore, probe: &su
         .create_key(NewKey::generate(account.id, None, None, now))
         .await
         .expect("key");
-    let mut config = Config::embedded(std::path::PathBuf::new());
-    config.budgets = RequestBudgets {
-        requests_per_minute: 3,
-        uploads_per_minute: 1,
-    };
-    let stores = Stores {
-        records: store,
-        files: None,
-    };
-    let app = App::new(stores, config)
-        .expect("app")
-        .with_clock(Arc::new(FixedClock(now)));
+    let app = TestApp::builder()
+        .stores(Stores {
+            records: store,
+            files: None,
+        })
+        .config(|config| {
+            config.budgets = RequestBudgets {
+                requests_per_minute: 3,
+                uploads_per_minute: 1,
+            }
+        })
+        .clock(now)
+        .build()
+        .await;
     let uri = "http://127.0.0.1:3000/api/v2/businesses/";
     let signed = |nonce: &str| {
         oauth1::authorization_header("GET", uri, &[], &key.key, &key.secret, now, nonce)

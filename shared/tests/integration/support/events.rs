@@ -1,18 +1,17 @@
 //! The fixture behind the Lambda event tests (`lambda_events.rs`, `cloudfront_events.rs`):
-//! an embedded store holding one key, one business and one image, and an app whose clock
+//! an app on an embedded store holding one key, one business and one image, whose clock
 //! stands just after the time the events were signed.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use http::HeaderMap;
 use serde_json::Value;
 
 use sitehost::account::NewKey;
-use sitehost::api::{App, Operation};
-use sitehost::clock::FixedClock;
-use sitehost::config::Config;
-use sitehost::store::Stores;
+use sitehost::api::Operation;
+use sitehost::config::OriginSecret;
+
+use super::app::TestApp;
 
 /// 2024-05-01T12:00:00Z: when the events were signed.
 pub const SIGNED_AT: i64 = 1_714_564_800;
@@ -36,10 +35,27 @@ pub async fn fixture_app(
     fixture: &FixtureKey,
     public_hosts: &[&str],
     origin_secret: Option<&str>,
-) -> (App, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let stores = Stores::embedded(dir.path()).expect("stores");
-    let store = Arc::clone(&stores.records);
+) -> TestApp {
+    fixture_app_at(SIGNED_AT + 5, fixture, public_hosts, origin_secret).await
+}
+
+/// [`fixture_app`] with its clock at `now`.
+pub async fn fixture_app_at(
+    now: i64,
+    fixture: &FixtureKey,
+    public_hosts: &[&str],
+    origin_secret: Option<&str>,
+) -> TestApp {
+    let app = TestApp::builder()
+        .config(|config| {
+            config.default_scheme = "https".into();
+            config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
+            config.origin_verify = origin_secret.and_then(OriginSecret::new);
+        })
+        .clock(now)
+        .build()
+        .await;
+    let store = &app.store;
     let account = store
         .ensure_account(fixture.account)
         .await
@@ -83,16 +99,7 @@ pub async fn fixture_app(
         .create_image(account.id, image, SIGNED_AT - 30)
         .await
         .expect("image");
-    let mut config = Config::embedded(dir.path().into());
-    config.default_scheme = "https".into();
-    config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
-    config.origin_verify = origin_secret.and_then(sitehost::config::OriginSecret::new);
-    (
-        App::new(stores, config)
-            .expect("app")
-            .with_clock(Arc::new(FixedClock(SIGNED_AT + 5))),
-        dir,
-    )
+    app
 }
 
 /// `events/`, where the sample events are kept.

@@ -1,11 +1,13 @@
-//! Test support: a DynamoDB client for the endpoint the test run provides (a moto_server),
-//! and throwaway tables created from `template.yaml`'s own `RecordsTable` definition, so the
-//! tests exercise exactly the table that gets deployed.
+//! Test support: the app under test (`app::TestApp`), a DynamoDB client for the endpoint
+//! the test run provides (a moto_server), and throwaway tables created from
+//! `template.yaml`'s own `RecordsTable` definition, so the tests exercise exactly the table
+//! that gets deployed.
 //!
 //! `SITEHOST_TEST_AWS_ENDPOINT` (e.g. `http://127.0.0.1:5000`) enables the DynamoDB tests.
 //! Without it they print "skipped: no moto" and pass, unless `SITEHOST_TEST_REQUIRE_AWS=1`
 //! (as `scripts/test` sets), in which case they fail.
 
+pub mod app;
 pub mod double;
 pub mod events;
 pub mod media;
@@ -448,19 +450,4 @@ async fn wait_until_active(client: &Client, name: &str) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     panic!("table {name} did not become ACTIVE");
-}
-
-/// Serves an app on a free loopback port, as `sitehost serve` does, for the rest of the
-/// test; returns its base URL.
-pub async fn serve(app: Arc<sitehost::api::App>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(sitehost::local::server::serve(
-        app,
-        listener,
-        std::future::pending(),
-    ));
-    base
 }
