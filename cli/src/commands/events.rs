@@ -8,8 +8,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine;
 use clap::Subcommand;
 use serde_json::{json, Value};
+use sitehost::api::params;
+use sitehost::auth::oauth1;
 use sitehost::auth::origin::{self, ORIGIN_VERIFY_HEADER};
-use sitehost::auth::{oauth1, signed_params};
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::{Config, Defaults, OriginSecret};
 
@@ -177,8 +178,9 @@ pub fn sign_event(event: &mut Value, signer: &Signer) -> Result<OriginCheck> {
         (Value::String(body), _) => body.clone().into_bytes(),
         _ => Vec::new(),
     };
-    let query_params = oauth1::parse_query(&query)?;
-    let params = signed_params(&query_params, content_type.as_deref(), &body)?;
+    let query_params = params::parse(&query)
+        .context("the query string is not valid UTF-8 once percent-decoded")?;
+    let params = params::signed(&query_params, content_type.as_deref(), &body)?;
     let nonce = format!("{:032x}", rand::random::<u128>());
     let authorization = oauth1::authorization_header(
         &method,

@@ -1,4 +1,6 @@
-//! The application: built once per cold start, it authenticates and dispatches requests.
+//! The application: built once per cold start, it answers every API request. Each request
+//! is routed, authenticated from its head, admitted (`admission`), dispatched to its
+//! operation once its body is read, and answered, with one request log line.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,16 +10,16 @@ use http::header::{ALLOW, LOCATION};
 use http::request::Parts;
 use http::{Request, Response};
 
-use crate::api::budgets::Budgets;
-use crate::api::idempotency;
+use crate::api::admission::Admission;
+use crate::api::body::{body_too_large_for, RequestBody};
 use crate::api::request_log::{self, RequestLog};
 use crate::api::{
-    allowed_methods, error_response, header, json_response, query_params, route, set_header,
+    allowed_methods, error_response, header, idempotency, json_response, params, route, set_header,
     Operation, PlatformIds, Route,
 };
 use crate::auth::{self, Authenticated};
 use crate::clock::{Clock, SystemClock};
-use crate::config::{byte_size, larger_images_by_url, Config};
+use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::operations::images as image;
 use crate::operations::{business, Reply, Services};
@@ -26,7 +28,7 @@ use crate::store::Stores;
 pub struct App {
     /// What the operations work with (stores, clock, configuration).
     pub services: Services,
-    budgets: Budgets,
+    admission: Admission,
 }
 
 /// What is known of a request as it is dispatched, for its log line.
@@ -34,55 +36,6 @@ pub struct App {
 struct Progress {
     authenticated: Option<Authenticated>,
     body_bytes: usize,
-}
-
-/// A request's body as an adapter supplies it: already in memory (Lambda), or still to be
-/// read from the connection (`sitehost serve`).
-#[async_trait::async_trait]
-pub trait RequestBody: Send {
-    /// The length when known before reading (the bytes held, or a `Content-Length`).
-    fn known_len(&self) -> Option<u64>;
-    /// The whole body; one longer than `limit` is refused (413) without being buffered.
-    async fn read(self, limit: usize) -> Result<Bytes>;
-}
-
-#[async_trait::async_trait]
-impl RequestBody for Bytes {
-    fn known_len(&self) -> Option<u64> {
-        Some(self.len() as u64)
-    }
-
-    async fn read(self, limit: usize) -> Result<Bytes> {
-        if self.len() > limit {
-            return Err(body_too_large(limit));
-        }
-        Ok(self)
-    }
-}
-
-/// The 413 of a body over `limit` bytes, as an adapter reading it answers; `dispatch`
-/// restates it for the route ([`body_too_large_for`]).
-pub fn body_too_large(limit: usize) -> ApiError {
-    ApiError::TooLarge(format!(
-        "The request body is over the limit of {}.",
-        byte_size(limit as u64)
-    ))
-}
-
-/// The 413 of a body over the configured limit. On the upload route it says what a base64
-/// upload may hold and that a larger image goes by `external_url`: a phone photo of a few
-/// MB is over the body limit once base64-encoded.
-pub fn body_too_large_for(config: &Config, operation: Operation) -> ApiError {
-    if operation != Operation::ImageUpload {
-        return body_too_large(config.max_body_bytes);
-    }
-    ApiError::TooLarge(format!(
-        "The request body is over the limit of {}. A base64 upload may hold at most {} \
-         once decoded; {}.",
-        byte_size(config.max_body_bytes as u64),
-        byte_size(config.upload_max_bytes as u64),
-        larger_images_by_url(config.fetch.max_bytes)
-    ))
 }
 
 impl App {
@@ -95,7 +48,7 @@ impl App {
                 clock: Arc::new(SystemClock),
                 config,
             },
-            budgets: Budgets::default(),
+            admission: Admission::default(),
         })
     }
 
@@ -130,6 +83,8 @@ impl App {
         self.respond(parts, body, Some(operation)).await
     }
 
+    /// Dispatches the request, answers it (an error as [`error_response`] has it) and logs
+    /// its line.
     async fn respond(
         &self,
         parts: Parts,
@@ -185,9 +140,10 @@ impl App {
         response
     }
 
-    /// Route, authenticate from the head, admit (nonce, then budgets), read the body, run.
-    /// Only a form-encoded body, whose parameters are signed, is read before the signature
-    /// is checked, and it may have at most [`auth::MAX_FORM_BODY_BYTES`].
+    /// Route, authenticate from the head, admit, read the body, run (once per
+    /// `Idempotency-Key`). Only a form-encoded body, whose parameters are signed, is read
+    /// before the signature is checked, and it may have at most
+    /// [`params::MAX_FORM_BODY_BYTES`].
     async fn dispatch(
         &self,
         parts: &Parts,
@@ -200,91 +156,77 @@ impl App {
         if only.is_some_and(|op| op != route.operation) {
             return Err(ApiError::NotFound(format!("no resource at {path}")));
         }
-        let max_body = self.services.config.max_body_bytes;
-        let too_large = || body_too_large_for(&self.services.config, route.operation);
-        if body.known_len().is_some_and(|len| len > max_body as u64) {
+        let config = &self.services.config;
+        let too_large = || body_too_large_for(config, route.operation);
+        if body
+            .known_len()
+            .is_some_and(|len| len > config.max_body_bytes as u64)
+        {
             return Err(too_large());
         }
-        let params = query_params(&parts.uri)?;
+        let query = params::query(&parts.uri)?;
         let now = self.services.clock.now();
-        let headers = &parts.headers;
-        let content_type = header(headers, "content-type");
         // A form body is read now (its parameters are signed); any other waits for admission.
-        let (form_body, unread) = if auth::is_form(content_type) {
-            let form = body
-                .read(auth::MAX_FORM_BODY_BYTES)
-                .await
-                .map_err(|err| match err {
-                    ApiError::TooLarge(_) => auth::form_body_too_large(),
-                    other => other,
-                })?;
-            progress.body_bytes = form.len();
+        let (form, unread) = if params::is_form(header(&parts.headers, "content-type")) {
+            let limit = params::MAX_FORM_BODY_BYTES;
+            let form = read(body, limit, params::form_body_too_large, progress).await?;
             (Some(form), None)
         } else {
             (None, Some(body))
         };
-        let base_uris = auth::candidate_base_uris(
-            path,
-            |name| header(headers, name).map(str::to_string),
-            &self.services.config.default_scheme,
-            &self.services.config.public_hosts,
-            self.services.config.origin_verify.as_ref(),
-        );
-        let signed_params = auth::signed_params(
-            &params,
-            content_type,
-            form_body.as_deref().unwrap_or_default(),
-        )?;
-        let auth = auth::authenticate(
-            self.services.store.as_ref(),
-            now,
-            parts.method.as_str(),
-            &base_uris,
-            header(headers, "authorization"),
-            &signed_params,
-        )
-        .await?;
+        let auth = self
+            .authenticate(parts, &query, form.as_deref(), now)
+            .await?;
         progress.authenticated = Some(auth.clone());
-        let idempotency_key = idempotency::key_of(headers, route.operation)?;
-        self.admit(&auth, route.operation, now).await?;
+        let idempotency_key = idempotency::key_of(&parts.headers, route.operation)?;
+        let store = self.services.store.as_ref();
+        self.admission
+            .admit(store, config.budgets, &auth, route.operation, now)
+            .await?;
         let body = match unread {
-            None => form_body.unwrap_or_default(),
-            Some(body) => {
-                let body = body.read(max_body).await.map_err(|err| match err {
-                    ApiError::TooLarge(_) => too_large(),
-                    other => other,
-                })?;
-                progress.body_bytes = body.len();
-                body
-            }
+            None => form.unwrap_or_default(),
+            Some(body) => read(body, config.max_body_bytes, too_large, progress).await?,
         };
-        let run = self.run(route, &auth, &body, &params);
+        let run = self.run(route, &auth, &body, &query);
         match idempotency_key {
             None => run.await,
             Some(key) => {
                 let fingerprint = idempotency::fingerprint(route.operation, &body);
-                let store = self.services.store.as_ref();
                 let account_id = auth.caller.account_id;
                 idempotency::run_once(store, account_id, &key, &fingerprint, now, run).await
             }
         }
     }
 
-    /// Admits an authenticated request, in the order that keeps a replay or a flood cheap:
-    /// a budget this process already saw spent refuses at once, recording nothing; the
-    /// nonce is recorded next, so a replay is a 401 that spends no budget; the budget is
-    /// drawn last. Every operation, a read too, runs only after all three (a list may read
-    /// thousands of items). This costs one more store round trip than drawing the budget
-    /// alongside the nonce, where the budget is drawn from the store at all (the embedded
-    /// store counts in memory; DynamoDB instances draw large budgets in chunks).
-    async fn admit(&self, auth: &Authenticated, operation: Operation, now: i64) -> Result<()> {
-        let settings = self.services.config.budgets;
-        self.budgets
-            .refuse_if_spent(settings, &auth.key, operation, now)?;
-        auth::record_nonce(self.services.store.as_ref(), auth, now).await?;
-        self.budgets
-            .draw(self.services.store.as_ref(), settings, auth, operation, now)
-            .await
+    /// Checks the request's signature, over its query's and form body's parameters, for
+    /// any base URI it may have been signed against. Its nonce is not recorded yet.
+    async fn authenticate(
+        &self,
+        parts: &Parts,
+        query: &[(String, String)],
+        form: Option<&[u8]>,
+        now: i64,
+    ) -> Result<Authenticated> {
+        let config = &self.services.config;
+        let headers = &parts.headers;
+        let base_uris = auth::candidate_base_uris(
+            parts.uri.path(),
+            |name| header(headers, name).map(str::to_string),
+            &config.default_scheme,
+            &config.public_hosts,
+            config.origin_verify.as_ref(),
+        );
+        let content_type = header(headers, "content-type");
+        let signed = params::signed(query, content_type, form.unwrap_or_default())?;
+        auth::authenticate(
+            self.services.store.as_ref(),
+            now,
+            parts.method.as_str(),
+            &base_uris,
+            header(headers, "authorization"),
+            &signed,
+        )
+        .await
     }
 
     async fn run(
@@ -319,6 +261,22 @@ impl App {
         }?;
         Ok(to_response(reply))
     }
+}
+
+/// Reads a body of at most `limit` bytes (a longer one is `too_large`'s 413) and notes its
+/// size for the log line.
+async fn read(
+    body: impl RequestBody,
+    limit: usize,
+    too_large: impl FnOnce() -> ApiError,
+    progress: &mut Progress,
+) -> Result<Bytes> {
+    let bytes = body.read(limit).await.map_err(|err| match err {
+        ApiError::TooLarge(_) => too_large(),
+        other => other,
+    })?;
+    progress.body_bytes = bytes.len();
+    Ok(bytes)
 }
 
 fn to_response(reply: Reply) -> Response<Bytes> {

@@ -22,7 +22,7 @@ struct Refused {
     spent: HashSet<(String, BudgetKind)>,
 }
 
-/// What an [`crate::api::App`] knows of budgets beyond the store: which are spent this
+/// What [`crate::api::admission`] knows of budgets beyond the store: which are spent this
 /// minute. Holds at most one entry per key refused in the current window.
 #[derive(Default)]
 pub struct Budgets {

@@ -80,20 +80,11 @@ pub const METRICS: [Metric; 6] = [
     PIPELINE_TIME,
 ];
 
-/// The `operation` of a request line (the function's name); `unrouted` for a request the
-/// router answered itself (an unknown path, 405).
+/// The `operation` of a request line: the name of the function that serves it
+/// ([`Operation::function_name`]); `unrouted` for a request the router answered itself (an
+/// unknown path, 405).
 pub fn operation_name(operation: Option<Operation>) -> &'static str {
-    match operation {
-        Some(Operation::BusinessList) => "business-list",
-        Some(Operation::BusinessGet) => "business-get",
-        Some(Operation::BusinessCreate) => "business-create",
-        Some(Operation::BusinessUpdate) => "business-update",
-        Some(Operation::ImageList) => "image-list",
-        Some(Operation::ImageGet) => "image-get",
-        Some(Operation::ImageUpload) => "image-upload",
-        Some(Operation::ImageDelete) => "image-delete",
-        None => UNROUTED,
-    }
+    operation.map_or(UNROUTED, Operation::function_name)
 }
 pub const UNROUTED: &str = "unrouted";
 

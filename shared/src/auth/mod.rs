@@ -1,4 +1,6 @@
-//! Request authentication (two-legged OAuth 1.0a) against the keys in the store.
+//! Request authentication (two-legged OAuth 1.0a) against the keys in the store: the
+//! signature over the parameters the HTTP layer found in the request, the base URIs it may
+//! have been made for, the nonce.
 
 pub mod oauth1;
 pub mod origin;
@@ -62,53 +64,6 @@ pub fn candidate_base_uris(
         .collect()
 }
 
-/// Largest form-encoded body whose parameters are signed (RFC 5849 3.4.1.3.1). No
-/// operation takes a form body, so this only bounds what parsing one may cost.
-pub const MAX_FORM_BODY_BYTES: usize = 64 * 1024;
-
-/// The 413 of a form-encoded body over [`MAX_FORM_BODY_BYTES`].
-pub fn form_body_too_large() -> crate::error::ApiError {
-    crate::error::ApiError::TooLarge(format!(
-        "A form-encoded body is signed and may have at most {}; the API takes JSON bodies \
-         (Content-Type: application/json).",
-        crate::config::byte_size(MAX_FORM_BODY_BYTES as u64)
-    ))
-}
-
-/// Whether a request's body is form-encoded (`application/x-www-form-urlencoded`): its
-/// parameters are signed, so it is read before the signature is checked.
-pub fn is_form(content_type: Option<&str>) -> bool {
-    content_type
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|media| {
-            media
-                .trim()
-                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        })
-}
-
-/// The non-oauth parameters a request is signed with: the query's, then a form-encoded
-/// body's (`Content-Type: application/x-www-form-urlencoded`), as RFC 5849 3.4.1.3.1 and
-/// oauthlib have it. Any other body (JSON) is not signed.
-pub fn signed_params(
-    query: &[(String, String)],
-    content_type: Option<&str>,
-    body: &[u8],
-) -> crate::Result<Vec<(String, String)>> {
-    use crate::error::ApiError;
-    let mut params = query.to_vec();
-    if is_form(content_type) && !body.is_empty() {
-        if body.len() > MAX_FORM_BODY_BYTES {
-            return Err(form_body_too_large());
-        }
-        let text = std::str::from_utf8(body).map_err(|_| {
-            ApiError::Unauthorized("the form-encoded body is not valid UTF-8".into())
-        })?;
-        params.extend(oauth1::parse_query(text)?);
-    }
-    Ok(params)
-}
-
 /// Whether `timestamp` is within [`TIMESTAMP_WINDOW_SECS`] of `now`. Never overflows, so
 /// `oauth_timestamp=-9223372036854775808` is a 401 in debug builds too.
 pub fn timestamp_acceptable(timestamp: i64, now: i64) -> bool {
@@ -121,8 +76,9 @@ pub fn nonce_expiry(timestamp: i64) -> i64 {
 }
 
 /// Checks a request's OAuth 1.0a signature against the key store. `params` are the signed
-/// non-oauth parameters ([`signed_params`]: the query's and a form body's). The nonce is not
-/// recorded here: the caller does that before a write, or alongside a read.
+/// non-oauth parameters (the query's and a form body's, which the HTTP layer finds:
+/// `api::params::signed`). The nonce is not recorded here ([`record_nonce`]): the API does
+/// that as it admits the request.
 pub async fn authenticate(
     keys: &dyn crate::store::KeyStore,
     now: i64,
@@ -189,7 +145,6 @@ pub async fn record_nonce(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ApiError;
 
     const NOW: i64 = 1_714_564_805;
 
@@ -217,56 +172,6 @@ mod tests {
         assert_eq!(nonce_expiry(NOW), NOW + TIMESTAMP_WINDOW_SECS + 1);
         assert_eq!(nonce_expiry(i64::MAX), i64::MAX);
         assert_eq!(nonce_expiry(i64::MAX - 100), i64::MAX);
-    }
-
-    /// `requests.Request("POST", url, data={...}, auth=OAuth1("key", client_secret="secret",
-    /// nonce="formnonce42", timestamp="1714564800")).prepare()` with requests-oauthlib 2.0.0
-    /// (oauthlib 3.2): the form body's parameters are in the signature base string.
-    #[test]
-    fn form_encoded_bodies_are_signed_like_oauthlib() {
-        let url = "https://d111111abcdef8.cloudfront.net/api/v2/businesses/";
-        let query = oauth1::parse_query("limit=5").expect("query");
-        let body = b"business_name=Harbour+Cafe&note=a%26b%3Dc+%C3%BC~%2A";
-        let header = "OAuth oauth_nonce=\"formnonce42\", oauth_timestamp=\"1714564800\", \
-                      oauth_version=\"1.0\", oauth_signature_method=\"HMAC-SHA1\", \
-                      oauth_consumer_key=\"key\", \
-                      oauth_signature=\"XhhgXnr6i2yDrHQI1A8CK7eJFyE%3D\"";
-        for content_type in [
-            "application/x-www-form-urlencoded",
-            "Application/X-WWW-Form-Urlencoded; charset=utf-8",
-        ] {
-            let params = signed_params(&query, Some(content_type), body).expect("params");
-            assert!(params.contains(&("note".to_string(), "a&b=c ü~*".to_string())));
-            let signed = oauth1::SignedRequest::parse(Some(header), &params).expect("parses");
-            assert!(signed.verify("POST", url, "secret"), "{content_type}");
-        }
-        // Leaving the body out of the base string (what the service did) misses it.
-        let without_body = oauth1::SignedRequest::parse(Some(header), &query).expect("parses");
-        assert!(!without_body.verify("POST", url, "secret"));
-        // A JSON body is not signed, whatever it holds.
-        let json = signed_params(&query, Some("application/json"), b"a=1").expect("json");
-        assert_eq!(json, query);
-        let none = signed_params(&query, None, b"a=1").expect("no content type");
-        assert_eq!(none, query);
-    }
-
-    #[test]
-    fn form_bodies_are_bounded_and_must_be_utf8() {
-        let big = vec![b'a'; MAX_FORM_BODY_BYTES + 1];
-        let form = Some("application/x-www-form-urlencoded");
-        assert!(matches!(
-            signed_params(&[], form, &big),
-            Err(ApiError::TooLarge(m)) if m.contains("at most 65,536 bytes (65.5 KB)")
-        ));
-        assert!(signed_params(&[], form, &big[1..]).is_ok());
-        assert!(matches!(
-            signed_params(&[], form, b"a=%FF"),
-            Err(ApiError::Unauthorized(_))
-        ));
-        assert!(matches!(
-            signed_params(&[], form, b"a=\xff"),
-            Err(ApiError::Unauthorized(_))
-        ));
     }
 
     const FRONTEND: &str = "https://d111111abcdef8.cloudfront.net/api/v2/businesses/";

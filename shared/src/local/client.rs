@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use crate::api::params;
 use crate::auth::oauth1;
 use crate::clock::{Clock, SystemClock};
 
@@ -42,7 +43,7 @@ impl PartnerClient {
         let (path, query) = path_and_query
             .split_once('?')
             .unwrap_or((path_and_query, ""));
-        let params = oauth1::parse_query(query).unwrap_or_default();
+        let params = params::parse(query).unwrap_or_default();
         let nonce: u128 = rand::random();
         oauth1::authorization_header(
             method,

@@ -30,8 +30,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_io_timeout::TimeoutStream;
 
-use crate::api::app::body_too_large;
-use crate::api::{error_response, App, RequestBody};
+use crate::api::body::{body_too_large, RequestBody};
+use crate::api::{error_response, App};
 use crate::config::{ServerLimits, StoreKind};
 use crate::error::{ApiError, Result};
 use crate::local::disk_files::LocalFiles;

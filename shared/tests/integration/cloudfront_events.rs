@@ -19,7 +19,7 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use sitehost::api::{lambda, Operation};
+use sitehost::api::{lambda, params, Operation};
 use sitehost::auth::oauth1;
 use support::events::{
     assert_fixture_answer, events_dir, fixture_app, FixtureKey, ORIGIN_SECRET, SIGNED_AT,
@@ -149,7 +149,7 @@ fn cases() -> Vec<Case> {
 
 /// The partner's `Authorization` header for the request, signed for `https://<host>/...`.
 fn authorization(case: &Case, signed_host: &str, nonce: &str) -> String {
-    let params = oauth1::parse_query(case.query).unwrap_or_default();
+    let params = params::parse(case.query).unwrap_or_default();
     oauth1::authorization_header(
         case.method,
         &format!("https://{signed_host}{}", case.path),
@@ -162,7 +162,7 @@ fn authorization(case: &Case, signed_host: &str, nonce: &str) -> String {
 }
 
 fn event_json(case: &Case, nonce: &str) -> Value {
-    let params = oauth1::parse_query(case.query).unwrap_or_default();
+    let params = params::parse(case.query).unwrap_or_default();
     let signed_host = match case.via {
         Via::CloudFront(host) => host,
         Via::Direct => API_HOST,

@@ -10,7 +10,7 @@ use crate::support;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use sitehost::api::{lambda, Operation};
+use sitehost::api::{lambda, params, Operation};
 use sitehost::auth::oauth1;
 use support::events::{
     assert_fixture_answer, events_dir, fixture_app, fixture_app_at, FixtureKey, ORIGIN_SECRET,
@@ -147,7 +147,7 @@ fn cases() -> Vec<Case> {
 const TINY_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAYAAABytg0kAAAAEUlEQVR4nGP4z8DwH4QZYAwAR8oH+WdZbrcAAAAASUVORK5CYII=";
 
 fn event_json(case: &Case, nonce: &str) -> Value {
-    let params = oauth1::parse_query(case.query).unwrap_or_default();
+    let params = params::parse(case.query).unwrap_or_default();
     let auth = oauth1::authorization_header(
         case.method,
         &format!("https://{API_HOST}{}", case.path),

@@ -1,6 +1,7 @@
 //! The API reference, `docs/openapi.json`, against the code: the router serves exactly the
-//! documented operations, the signing example is what our signer computes, and the response
-//! check the HTTP tests run refuses replies the document does not describe.
+//! documented operations, the route table (`sitehost::api::ROUTES`) names them with their
+//! operation ids, the signing example is what our signer computes, and the response check
+//! the HTTP tests run refuses replies the document does not describe.
 
 use crate::support;
 
@@ -9,11 +10,11 @@ use std::collections::BTreeSet;
 use http::Method;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};
-use sitehost::api::{allowed_methods, route, Operation};
+use sitehost::api::{allowed_methods, params, route, Operation, ROUTES};
 use sitehost::auth::oauth1;
 use support::openapi::{check, document, documented_methods};
 
-/// Every documented (path, method): `{id}` filled in with 7.
+/// Every documented (path template, method, operation id).
 fn documented_operations() -> Vec<(String, Method, String)> {
     let mut found = Vec::new();
     for (template, item) in document()["paths"].as_object().expect("paths") {
@@ -23,7 +24,7 @@ fn documented_operations() -> Vec<(String, Method, String)> {
                 .unwrap_or_else(|| panic!("{method} {template} has no operationId"))
                 .to_string();
             let method = Method::from_bytes(method.as_bytes()).expect("method");
-            found.push((template.replace("{id}", "7"), method, operation_id));
+            found.push((template.clone(), method, operation_id));
         }
     }
     found
@@ -33,7 +34,8 @@ fn documented_operations() -> Vec<(String, Method, String)> {
 fn the_router_serves_exactly_the_documented_operations() {
     let mut routed = BTreeSet::new();
     let mut singular = BTreeSet::new();
-    for (path, method, operation_id) in documented_operations() {
+    for (template, method, operation_id) in documented_operations() {
+        let path = template.replace("{id}", "7");
         let found = route(&method, &path)
             .unwrap_or_else(|e| panic!("{operation_id}: {method} {path} is not routed: {e}"));
         // The singular business paths are the platform's second spelling of two operations;
@@ -76,6 +78,28 @@ fn the_router_serves_exactly_the_documented_operations() {
     );
 }
 
+/// The route table names each operation's documented paths with their operation ids.
+#[test]
+fn the_route_table_is_the_documented_operations() {
+    let documented: BTreeSet<(String, String, String)> = documented_operations()
+        .into_iter()
+        .map(|(template, method, operation_id)| (method.to_string(), template, operation_id))
+        .collect();
+    let table: BTreeSet<(String, String, String)> = ROUTES
+        .iter()
+        .flat_map(|entry| {
+            entry.paths.iter().map(|path| {
+                (
+                    entry.method.to_string(),
+                    path.template.to_string(),
+                    path.operation_id.to_string(),
+                )
+            })
+        })
+        .collect();
+    assert_eq!(table, documented);
+}
+
 #[test]
 fn the_signing_example_is_what_our_signer_computes() {
     let description = document()["components"]["securitySchemes"]["oauth1"]["description"]
@@ -87,7 +111,7 @@ fn the_signing_example_is_what_our_signer_computes() {
     );
     let (timestamp, nonce) = (1_795_000_000, "170694528916440158243371858911263853914");
     let url = "http://127.0.0.1:3000/api/v2/businesses/";
-    let query = oauth1::parse_query("deleted=0&order_by=business_name").expect("query");
+    let query = params::parse("deleted=0&order_by=business_name").expect("query");
     let header = oauth1::authorization_header("GET", url, &query, key, secret, timestamp, nonce);
     let mut params = query.clone();
     params.extend(oauth1::parse_authorization(&header).expect("our own header"));
@@ -396,7 +420,7 @@ fn stated_figures() -> Vec<String> {
     }
     // The 413 example is what the upload route answers with the default limits.
     let config = sitehost::config::Config::embedded(std::path::PathBuf::from("unused"));
-    match sitehost::api::app::body_too_large_for(&config, Operation::ImageUpload) {
+    match sitehost::api::body::body_too_large_for(&config, Operation::ImageUpload) {
         sitehost::ApiError::TooLarge(message) => figures.push(message),
         other => panic!("{other:?}"),
     }
@@ -769,7 +793,10 @@ fn the_reference_and_deploy_guide_state_the_codes_limits() {
             "within {} s of the server's clock",
             sitehost::auth::TIMESTAMP_WINDOW_SECS
         ),
-        format!("at most {} KiB", sitehost::auth::MAX_FORM_BODY_BYTES >> 10),
+        format!(
+            "at most {} KiB",
+            sitehost::api::params::MAX_FORM_BODY_BYTES >> 10
+        ),
     ] {
         assert!(
             reference.contains(&phrase),

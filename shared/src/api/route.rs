@@ -1,0 +1,337 @@
+//! The route table: each operation's method, the paths it is served on, the Lambda function
+//! that serves it and the OpenAPI operation id of each path, in [`ROUTES`] only. The router
+//! ([`route`], [`allowed_methods`]), the request log's `operation` ([`Operation::
+//! function_name`]), the Lambda functions (`lambda::start(Operation::...)`) and the tests of
+//! `docs/openapi.json` and `template.yaml` all read it.
+
+use http::Method;
+
+use crate::error::{ApiError, Result};
+
+/// The operations of the API; each Lambda function serves exactly one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Operation {
+    BusinessList,
+    BusinessGet,
+    BusinessCreate,
+    BusinessUpdate,
+    ImageList,
+    ImageGet,
+    ImageUpload,
+    ImageDelete,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 8] = [
+        Operation::BusinessList,
+        Operation::BusinessGet,
+        Operation::BusinessCreate,
+        Operation::BusinessUpdate,
+        Operation::ImageList,
+        Operation::ImageGet,
+        Operation::ImageUpload,
+        Operation::ImageDelete,
+    ];
+
+    /// Whether the operation changes state (its nonce is recorded before it runs).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Operation::BusinessCreate
+                | Operation::BusinessUpdate
+                | Operation::ImageUpload
+                | Operation::ImageDelete
+        )
+    }
+
+    /// The operation's row of [`ROUTES`].
+    pub fn entry(self) -> &'static OperationRoute {
+        // The table lists the operations in declaration order (a unit test holds it).
+        &ROUTES[self as usize]
+    }
+
+    /// The Lambda function that serves the operation (`business-list`): its directory under
+    /// `functions/`, package and binary, and the request log's `operation`.
+    pub fn function_name(self) -> &'static str {
+        self.entry().function
+    }
+}
+
+/// One operation in the route table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationRoute {
+    pub operation: Operation,
+    pub method: Method,
+    /// Where it is served, each path as `docs/openapi.json` and `template.yaml` write it.
+    /// The trailing slash is optional in requests.
+    pub paths: &'static [DocumentedPath],
+    /// The Lambda function serving it ([`Operation::function_name`]).
+    pub function: &'static str,
+}
+
+/// A path of an operation, with the OpenAPI operation id that documents the operation there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocumentedPath {
+    /// `/api/v2/businesses/` (the collection) or `/api/v2/businesses/{id}/` (one item).
+    pub template: &'static str,
+    pub operation_id: &'static str,
+}
+
+impl DocumentedPath {
+    /// The resource segment (`businesses`) and whether the path names one item of it.
+    fn parts(&self) -> (&'static str, bool) {
+        let rest = self.template.strip_prefix(PREFIX).unwrap_or(self.template);
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        match rest.split_once('/') {
+            Some((resource, _id)) => (resource, true),
+            None => (rest, false),
+        }
+    }
+}
+
+/// Every path of the API starts with it.
+const PREFIX: &str = "/api/v2/";
+
+const fn documented(template: &'static str, operation_id: &'static str) -> DocumentedPath {
+    DocumentedPath {
+        template,
+        operation_id,
+    }
+}
+
+/// Every operation, in [`Operation::ALL`]'s order.
+pub static ROUTES: [OperationRoute; 8] = [
+    OperationRoute {
+        operation: Operation::BusinessList,
+        method: Method::GET,
+        paths: &[documented("/api/v2/businesses/", "listBusinesses")],
+        function: "business-list",
+    },
+    OperationRoute {
+        operation: Operation::BusinessGet,
+        method: Method::GET,
+        paths: &[documented("/api/v2/businesses/{id}/", "getBusiness")],
+        function: "business-get",
+    },
+    // The platform's documentation also spells the business writes in the singular; only
+    // those two operations (a GET there is a 405 naming the allowed method).
+    OperationRoute {
+        operation: Operation::BusinessCreate,
+        method: Method::POST,
+        paths: &[
+            documented("/api/v2/businesses/", "createBusiness"),
+            documented("/api/v2/business/", "createBusinessSingular"),
+        ],
+        function: "business-create",
+    },
+    OperationRoute {
+        operation: Operation::BusinessUpdate,
+        method: Method::PUT,
+        paths: &[
+            documented("/api/v2/businesses/{id}/", "updateBusiness"),
+            documented("/api/v2/business/{id}/", "updateBusinessSingular"),
+        ],
+        function: "business-update",
+    },
+    OperationRoute {
+        operation: Operation::ImageList,
+        method: Method::GET,
+        paths: &[documented("/api/v2/images/", "listImages")],
+        function: "image-list",
+    },
+    OperationRoute {
+        operation: Operation::ImageGet,
+        method: Method::GET,
+        paths: &[documented("/api/v2/images/{id}/", "getImage")],
+        function: "image-get",
+    },
+    OperationRoute {
+        operation: Operation::ImageUpload,
+        method: Method::POST,
+        paths: &[documented("/api/v2/images/", "uploadImage")],
+        function: "image-upload",
+    },
+    OperationRoute {
+        operation: Operation::ImageDelete,
+        method: Method::DELETE,
+        paths: &[documented("/api/v2/images/{id}/", "deleteImage")],
+        function: "image-delete",
+    },
+];
+
+/// A routed request: the operation and the id from the path, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub operation: Operation,
+    pub id: Option<i64>,
+}
+
+/// Every (operation, method, resource, item?) the table serves.
+fn served() -> impl Iterator<Item = (&'static OperationRoute, &'static str, bool)> {
+    ROUTES.iter().flat_map(|entry| {
+        entry.paths.iter().map(move |path| {
+            let (resource, item) = path.parts();
+            (entry, resource, item)
+        })
+    })
+}
+
+/// Maps method and path to an operation. The trailing slash is optional. An unknown path
+/// is a 404, a bad id a 400, a known path another method serves a 405.
+pub fn route(method: &Method, path: &str) -> Result<Route> {
+    let not_found = || ApiError::NotFound(format!("no resource at {path}"));
+    let rest = path.strip_prefix(PREFIX).ok_or_else(not_found)?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let mut segments = rest.split('/');
+    let resource = segments.next().unwrap_or_default();
+    let id = segments.next();
+    if segments.next().is_some() || !served().any(|(_, served, _)| served == resource) {
+        return Err(not_found());
+    }
+    let id = match id {
+        None | Some("") => None,
+        Some(text) => Some(crate::validate::parse_id(text).ok_or_else(|| {
+            ApiError::field(
+                "id",
+                format!("'{text}' is not a valid id; ids are positive 64-bit integers."),
+            )
+        })?),
+    };
+    served()
+        .find(|(entry, served, item)| {
+            *served == resource && *item == id.is_some() && entry.method == method
+        })
+        .map(|(entry, _, _)| Route {
+            operation: entry.operation,
+            id,
+        })
+        .ok_or_else(|| ApiError::MethodNotAllowed(method.to_string()))
+}
+
+/// The `Allow` header value for a path, for 405 answers.
+pub fn allowed_methods(path: &str) -> String {
+    let mut methods = Vec::new();
+    for m in [Method::GET, Method::POST, Method::PUT, Method::DELETE] {
+        if route(&m, path).is_ok() {
+            methods.push(m.to_string());
+        }
+    }
+    methods.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_lists_every_operation_once_in_order() {
+        let listed: Vec<Operation> = ROUTES.iter().map(|entry| entry.operation).collect();
+        assert_eq!(listed, Operation::ALL);
+        for entry in &ROUTES {
+            assert!(!entry.paths.is_empty(), "{:?}", entry.operation);
+            for path in entry.paths {
+                assert!(path.template.starts_with(PREFIX), "{path:?}");
+                assert!(path.template.ends_with('/'), "{path:?}");
+                let (_, item) = path.parts();
+                assert_eq!(item, path.template.ends_with("/{id}/"), "{path:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn routes_with_and_without_trailing_slash() {
+        let r = route(&Method::GET, "/api/v2/businesses");
+        assert_eq!(
+            r.ok(),
+            Some(Route {
+                operation: Operation::BusinessList,
+                id: None
+            })
+        );
+        let r = route(&Method::PUT, "/api/v2/businesses/12/");
+        assert_eq!(
+            r.ok(),
+            Some(Route {
+                operation: Operation::BusinessUpdate,
+                id: Some(12)
+            })
+        );
+        let r = route(&Method::GET, "/api/v2/images/3");
+        assert_eq!(
+            r.ok(),
+            Some(Route {
+                operation: Operation::ImageGet,
+                id: Some(3)
+            })
+        );
+    }
+
+    #[test]
+    fn bad_paths_and_methods() {
+        assert!(matches!(
+            route(&Method::GET, "/api/v1/businesses/"),
+            Err(ApiError::NotFound(_))
+        ));
+        assert!(matches!(
+            route(&Method::DELETE, "/api/v2/businesses/1/"),
+            Err(ApiError::MethodNotAllowed(_))
+        ));
+        assert!(matches!(
+            route(&Method::GET, "/api/v2/businesses/abc/"),
+            Err(ApiError::Validation(_))
+        ));
+        assert!(matches!(
+            route(&Method::GET, "/api/v2/businesses/99999999999999999999/"),
+            Err(ApiError::Validation(_))
+        ));
+        assert_eq!(allowed_methods("/api/v2/businesses/"), "GET, POST");
+        assert_eq!(allowed_methods("/api/v2/images/3/"), "GET, DELETE");
+        assert_eq!(
+            route(&Method::DELETE, "/api/v2/images/3").ok(),
+            Some(Route {
+                operation: Operation::ImageDelete,
+                id: Some(3)
+            })
+        );
+        assert!(matches!(
+            route(&Method::DELETE, "/api/v2/images/"),
+            Err(ApiError::MethodNotAllowed(_))
+        ));
+    }
+
+    #[test]
+    fn singular_business_paths_create_and_update_only() {
+        for path in ["/api/v2/business/", "/api/v2/business"] {
+            assert_eq!(
+                route(&Method::POST, path).ok(),
+                Some(Route {
+                    operation: Operation::BusinessCreate,
+                    id: None
+                })
+            );
+            assert!(matches!(
+                route(&Method::GET, path),
+                Err(ApiError::MethodNotAllowed(_))
+            ));
+            assert_eq!(allowed_methods(path), "POST");
+        }
+        for path in ["/api/v2/business/7/", "/api/v2/business/7"] {
+            assert_eq!(
+                route(&Method::PUT, path).ok(),
+                Some(Route {
+                    operation: Operation::BusinessUpdate,
+                    id: Some(7)
+                })
+            );
+            assert!(matches!(
+                route(&Method::GET, path),
+                Err(ApiError::MethodNotAllowed(_))
+            ));
+            assert_eq!(allowed_methods(path), "PUT");
+        }
+        assert!(matches!(
+            route(&Method::PUT, "/api/v2/business/x/"),
+            Err(ApiError::Validation(_))
+        ));
+    }
+}

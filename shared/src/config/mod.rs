@@ -1,0 +1,230 @@
+//! Settings from the environment, read once per process (a function's cold start, a
+//! `sitehost` command): [`LogSettings::from_env`] first, then [`Config::from_env`]. They are
+//! the only readers of `SITEHOST_*` variables (and `RUST_LOG`). Every variable is listed in
+//! the README.
+
+use std::path::PathBuf;
+
+mod limits;
+mod log_settings;
+mod sizes;
+
+// The submodules are private: these are the one path of their items, `config::X`.
+pub use limits::{
+    FetchConfig, ImageLimits, RequestBudgets, ServerLimits, DEFAULT_REQUESTS_PER_MINUTE,
+    DEFAULT_UPLOADS_PER_MINUTE,
+};
+pub use log_settings::{LogSettings, DEFAULT_METRICS_NAMESPACE, METRICS_NAMESPACE_VAR};
+pub use sizes::{byte_size, larger_images_by_url, thousands};
+
+/// A setting that cannot be used: the process does not start. Never an API error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
+/// The secret that proves a request came through our CloudFront distribution
+/// (`SITEHOST_ORIGIN_VERIFY`). Only such requests may name the host and scheme the client
+/// called in `X-Forwarded-Host`/`X-Forwarded-Proto`: anyone else could use them to have a
+/// signature made for another host (another deployment sharing the key) accepted here.
+#[derive(Clone, PartialEq)]
+pub struct OriginSecret(String);
+
+impl OriginSecret {
+    /// `None` for an empty or blank value: no secret is configured.
+    pub fn new(value: &str) -> Option<Self> {
+        let value = value.trim();
+        (!value.is_empty()).then(|| OriginSecret(value.to_string()))
+    }
+
+    /// The secret itself, for the one comparison that needs it (`auth::origin`).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Never printed, not even in a `Debug` dump of the configuration.
+impl std::fmt::Debug for OriginSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OriginSecret(<redacted>)")
+    }
+}
+
+pub type ConfigResult<T> = std::result::Result<T, ConfigError>;
+
+/// Which record store to use.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreKind {
+    /// SQLite in a data directory (the default of `sitehost serve`).
+    Embedded { data_dir: PathBuf },
+    /// DynamoDB through the normal AWS configuration (`AWS_ENDPOINT_URL` works).
+    DynamoDb { table: String },
+}
+
+/// What the process reading the configuration decides rather than the environment: its
+/// defaults (a function defaults to DynamoDB and https, the `sitehost` command to the
+/// embedded store and http) and the command line's choices, which win over variables.
+#[derive(Debug, Clone)]
+pub struct Defaults {
+    /// `embedded` or `dynamodb`, when neither a choice nor `SITEHOST_STORE` says.
+    pub store: &'static str,
+    /// When `SITEHOST_DEFAULT_SCHEME` is unset.
+    pub scheme: &'static str,
+    /// `--store`, `--data-dir`, `--table`.
+    pub store_choice: Option<String>,
+    pub data_dir_choice: Option<PathBuf>,
+    pub table_choice: Option<String>,
+}
+
+impl Defaults {
+    /// A Lambda function.
+    pub fn lambda() -> Self {
+        Defaults {
+            store: "dynamodb",
+            scheme: "https",
+            store_choice: None,
+            data_dir_choice: None,
+            table_choice: None,
+        }
+    }
+
+    /// The `sitehost` command.
+    pub fn command() -> Self {
+        Defaults {
+            store: "embedded",
+            scheme: "http",
+            ..Defaults::lambda()
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub store: StoreKind,
+    /// Hosts (with port when not the default) partners may sign requests against besides
+    /// the request's own `Host`/`X-Forwarded-Host`: the frontend host, a custom domain.
+    pub public_hosts: Vec<String>,
+    /// The scheme assumed when no trusted `X-Forwarded-Proto` header says otherwise.
+    pub default_scheme: String,
+    /// The secret our CloudFront sends in `X-Origin-Verify` (`SITEHOST_ORIGIN_VERIFY`): only
+    /// requests carrying it may name the called host and scheme in `X-Forwarded-*`. `None`
+    /// (`sitehost serve` by default): those headers are never trusted.
+    pub origin_verify: Option<OriginSecret>,
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// Ids handed out per DynamoDB counter update ([`DEFAULT_ID_BLOCK`]).
+    pub id_block: u32,
+    /// S3 bucket of upload files (DynamoDB deployments); the embedded store keeps files in
+    /// its data directory.
+    pub bucket: Option<String>,
+    /// Largest decoded base64 upload (413 beyond): what a 6 MB Lambda request leaves.
+    pub upload_max_bytes: usize,
+    /// Per-key request budgets (429 beyond).
+    pub budgets: RequestBudgets,
+    /// Pixel and side limits, checked from the header before decoding.
+    pub image_limits: ImageLimits,
+    /// External URL fetching: size cap, timeouts, the test-only allowlist.
+    pub fetch: FetchConfig,
+    /// What `sitehost serve` allows a client (Lambda has API Gateway's).
+    pub server: ServerLimits,
+}
+
+/// 4560 KiB: its base64 is 6 MiB less 64 KiB, which leaves the rest of a Lambda event
+/// (headers, request context, JSON) room under Lambda's 6 MB payload limit
+/// (`a_maximum_size_upload_event_fits_the_lambda_payload_limit` in tests/lambda_events.rs).
+pub const DEFAULT_UPLOAD_MAX_BYTES: usize = 4_669_440;
+
+/// Business and image ids one instance reserves per update of the id sequence item. Every
+/// create of every account draws on the one sequence item of its kind, and one item takes
+/// at most 1,000 writes a second: with blocks of 20, 1,000 creates a second write it 50
+/// times. An instance that stops leaves the rest of its block unused (gaps in the ids).
+pub const DEFAULT_ID_BLOCK: u32 = 20;
+
+pub const DEFAULT_MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn parse_number<T: std::str::FromStr>(name: &str, default: T) -> ConfigResult<T> {
+    match var(name) {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| ConfigError(format!("{name} must be a number, not '{v}'"))),
+    }
+}
+
+impl Config {
+    /// Reads every `SITEHOST_*` variable (and notes whether this is Lambda), once.
+    pub fn from_env(defaults: Defaults) -> ConfigResult<Self> {
+        let store_name = defaults
+            .store_choice
+            .or_else(|| var("SITEHOST_STORE"))
+            .unwrap_or_else(|| defaults.store.to_string());
+        let store = match store_name.as_str() {
+            "dynamodb" => StoreKind::DynamoDb {
+                table: defaults
+                    .table_choice
+                    .or_else(|| var("SITEHOST_TABLE"))
+                    .ok_or_else(|| {
+                        ConfigError(
+                            "the dynamodb store needs a table (SITEHOST_TABLE or --table)".into(),
+                        )
+                    })?,
+            },
+            "embedded" => StoreKind::Embedded {
+                data_dir: defaults
+                    .data_dir_choice
+                    .or_else(|| var("SITEHOST_DATA_DIR").map(PathBuf::from))
+                    .unwrap_or_else(|| PathBuf::from(".sitehost")),
+            },
+            other => {
+                return Err(ConfigError(format!(
+                    "the store (SITEHOST_STORE or --store) must be 'embedded' or 'dynamodb', not '{other}'"
+                )))
+            }
+        };
+        let fetch = FetchConfig::from_env()?;
+        Ok(Config {
+            store,
+            public_hosts: var("SITEHOST_PUBLIC_HOSTS")
+                .map(|v| {
+                    v.split(',')
+                        .map(|h| h.trim().to_ascii_lowercase())
+                        .filter(|h| !h.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            default_scheme: var("SITEHOST_DEFAULT_SCHEME")
+                .unwrap_or_else(|| defaults.scheme.to_string()),
+            origin_verify: var("SITEHOST_ORIGIN_VERIFY").and_then(|v| OriginSecret::new(&v)),
+            max_body_bytes: parse_number("SITEHOST_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?,
+            id_block: parse_number("SITEHOST_ID_BLOCK", DEFAULT_ID_BLOCK)?,
+            bucket: var("SITEHOST_BUCKET"),
+            upload_max_bytes: parse_number("SITEHOST_UPLOAD_MAX_BYTES", DEFAULT_UPLOAD_MAX_BYTES)?,
+            budgets: RequestBudgets::from_env()?,
+            image_limits: ImageLimits::from_env()?,
+            fetch,
+            server: ServerLimits::from_env()?,
+        })
+    }
+
+    /// Settings for tests and `sitehost serve` defaults.
+    pub fn embedded(data_dir: PathBuf) -> Self {
+        Config {
+            store: StoreKind::Embedded { data_dir },
+            public_hosts: Vec::new(),
+            default_scheme: "http".into(),
+            origin_verify: None,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            id_block: DEFAULT_ID_BLOCK,
+            bucket: None,
+            upload_max_bytes: DEFAULT_UPLOAD_MAX_BYTES,
+            budgets: RequestBudgets::default(),
+            image_limits: ImageLimits::default(),
+            fetch: FetchConfig::default(),
+            server: ServerLimits::default(),
+        }
+    }
+}
