@@ -4,7 +4,7 @@
 //!   loadgen run --url http://127.0.0.1:3000 --key K --secret S \
 //!       --path '/api/v2/businesses/?limit=20' --concurrency 32 --seconds 10
 //!
-//! `scripts/bench-api` runs both against a release build; see the README.
+//! `scripts/bench-api` runs both against a release build; see docs/benchmarks.md.
 
 use std::path::PathBuf;
 use std::sync::Arc;

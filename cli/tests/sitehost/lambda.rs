@@ -271,17 +271,13 @@ fn signing_several_files_writes_them_to_a_directory() {
 
 // ---- The nine function binaries under the Runtime API (`sitehost lambda invoke`) ----
 
-const FUNCTIONS: [&str; 9] = [
-    "business-list",
-    "business-get",
-    "business-create",
-    "business-update",
-    "image-list",
-    "image-get",
-    "image-upload",
-    "image-delete",
-    "image-sibling",
-];
+/// Every function: one per routed operation (the route table names them), and the
+/// frontend's `image-sibling`.
+fn functions() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Operation::ALL.iter().map(|op| op.function_name()).collect();
+    names.push("image-sibling");
+    names
+}
 
 /// The function binaries, built for the host next to `sitehost` (target/debug). `cargo
 /// test` does not build them (it builds each `main.rs` as a test harness);
@@ -289,9 +285,8 @@ const FUNCTIONS: [&str; 9] = [
 /// saying so) when they are missing and not required.
 fn function_binaries() -> Option<PathBuf> {
     let dir = Path::new(BIN).parent().expect("target dir").to_path_buf();
-    let missing: Vec<&str> = FUNCTIONS
-        .iter()
-        .copied()
+    let missing: Vec<&str> = functions()
+        .into_iter()
         .filter(|f| !dir.join(f).is_file())
         .collect();
     if missing.is_empty() {
@@ -482,7 +477,7 @@ fn the_nine_functions_answer_their_events_cold_and_warm() {
             .unwrap_or_default()
     );
     let (table, bucket) = (unique.clone(), unique);
-    // The table from template.yaml's RecordsTable, and the bucket, as README's walkthrough.
+    // The table from template.yaml's RecordsTable, and the bucket, as docs/local-invoke.md does.
     let setup = Command::new(&python)
         .arg(repo().join("scripts/local_aws.py"))
         .args([
@@ -633,7 +628,7 @@ fn the_nine_functions_answer_their_events_cold_and_warm() {
         assert_eq!(response["isBase64Encoded"], true, "{invocation}");
     }
     tried.insert("image-sibling");
-    assert_eq!(tried.len(), FUNCTIONS.len(), "every function ran");
+    assert_eq!(tried.len(), functions().len(), "every function ran");
 }
 
 /// A JPEG of `width` x `height`, as the pipeline would store a variant.

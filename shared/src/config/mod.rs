@@ -1,7 +1,7 @@
 //! Settings from the environment, read once per process (a function's cold start, a
 //! `sitehost` command): [`LogSettings::from_env`] first, then [`Config::from_env`]. They are
 //! the only readers of `SITEHOST_*` variables (and `RUST_LOG`). Every variable is listed in
-//! the README.
+//! docs/configuration.md.
 
 use std::path::PathBuf;
 

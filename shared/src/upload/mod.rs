@@ -65,7 +65,10 @@ impl Uploads {
 impl ImageUploads for Uploads {
     async fn upload(&self, services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
         let image = upload(self, services, caller, body).await?;
-        Ok(Reply::created(view::image(&image), view::resource_uri(image.id)))
+        Ok(Reply::created(
+            view::image(&image),
+            view::resource_uri(image.id),
+        ))
     }
 }
 

@@ -11,7 +11,7 @@
 
 mod auth;
 mod cloudfront_events;
-mod dynamo_double;
+mod double_behaviour;
 mod dynamodb_busy;
 mod http_api;
 mod images;

@@ -117,26 +117,10 @@ fn str_of<'a>(value: &'a Value, what: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{what} must be a plain string, got {value:?}"))
 }
 
-/// `BusinessList` => `business-list`: the function directory, package and binary name.
-fn kebab(operation: Operation) -> String {
-    let mut out = String::new();
-    for (i, c) in format!("{operation:?}").chars().enumerate() {
-        if c.is_ascii_uppercase() {
-            if i > 0 {
-                out.push('-');
-            }
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 fn operation_for_dir(dir: &str) -> Operation {
     Operation::ALL
         .into_iter()
-        .find(|op| kebab(*op) == dir)
+        .find(|op| op.function_name() == dir)
         .unwrap_or_else(|| panic!("functions/{dir} names no Operation"))
 }
 
@@ -357,7 +341,7 @@ fn each_operation_has_one_function_and_code_uri_is_a_workspace_member() {
     assert_eq!(dirs.len(), functions.len(), "two functions share a CodeUri");
     let expected: BTreeSet<String> = Operation::ALL
         .into_iter()
-        .map(kebab)
+        .map(|op| op.function_name().to_string())
         .chain(FRONTEND_FUNCTIONS.iter().map(|d| d.to_string()))
         .collect();
     let found: BTreeSet<String> = dirs.iter().map(|d| d.to_string()).collect();
@@ -1635,7 +1619,7 @@ fn the_dashboard_shows_the_metrics_the_code_emits() {
         .into_iter()
         .map(|op| {
             // The dimension value is the function's name.
-            assert_eq!(operation_name(Some(op)), kebab(op));
+            assert_eq!(operation_name(Some(op)), op.function_name());
             operation_name(Some(op))
         })
         .collect();

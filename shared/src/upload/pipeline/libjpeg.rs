@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn the_scale_is_the_smallest_that_covers_the_biggest_variant() {
-        // The README's photo: 4000 x 5/8 = 2500 >= 2048 (4/8 would be 2000).
+        // A 12 MP phone photo: 4000 x 5/8 = 2500 >= 2048 (4/8 would be 2000).
         assert_eq!(scale_for(4000, 3000, (2048, 1536)), 5);
         assert_eq!(scale_for(3000, 4000, (1536, 2048)), 5);
         // Exactly twice the box: 4/8 gives the variant's own size.

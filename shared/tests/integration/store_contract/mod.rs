@@ -120,7 +120,7 @@ impl Fixture {
         client: aws_sdk_dynamodb::Client,
         table: support::TestTable,
         probe: RowProbe,
-        double: Option<::dynamo_double::DoubleHandle>,
+        double: Option<dynamo_double::DoubleHandle>,
     ) -> Fixture {
         let store = DynamoStore::new(client, table.name.clone())
             .with_id_block(3)
