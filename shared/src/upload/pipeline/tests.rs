@@ -680,7 +680,7 @@ fn webp_exif_orientation_is_applied() {
     assert_upright(&decode(&processed.variants[4].bytes), "webp thumbnail");
 }
 
-// Issue #10, item 1: the size checked is the size decoded. Each hostile file below was
+// The size checked is the size decoded. Each hostile file below was
 // accepted by the header check (and decoded at a size it never checked) before.
 
 fn assert_refused(bytes: &[u8], expected: &str) -> ApiError {
@@ -835,7 +835,7 @@ fn ordinary_progressive_jpeg_with_metadata_still_decodes() {
     assert_eq!((processed.width, processed.height), (200, 300));
 }
 
-// Issue #21, item 5: memory bounded by the image. Each test below failed before: the
+// Memory bounded by the image. Each test below failed before: the
 // header check accepted the bombs and floods, the PNG decoder inflated the ICC profile up
 // to the 400 MB allocation limit, and a 16-bit image was decoded at 16 bits, then copied
 // to 8.
@@ -1096,7 +1096,7 @@ fn rgba_resize_does_not_copy_the_source() {
     assert!(peak < 12 * MIB, "resizing took {peak} bytes");
 }
 
-// Issue #20, item 5: colour. Files with an embedded ICC profile, made here: the Display P3
+// Colour. Files with an embedded ICC profile, made here: the Display P3
 // profile is moxcms's own (serialised by it), the expected sRGB values come from the
 // published P3-to-sRGB matrix below, not from the library.
 
