@@ -12,6 +12,10 @@ use sitehost::upload::pipeline::{process_file_timed, webp_sibling_of_variant, wr
 pub struct VariantsArgs {
     file: PathBuf,
     outdir: PathBuf,
+    /// Also makes the WebP siblings that are made on their first request (medium, large,
+    /// big), timing each: not part of an upload's work, so off for the benchmark's runs.
+    #[arg(long)]
+    first_request_siblings: bool,
 }
 
 /// SITEHOST_BENCH_NO_WEBP_SIBLINGS=1: uploads (`serve`) and `variants` make no WebP
@@ -26,7 +30,11 @@ pub fn bench_switches() {
 }
 
 pub fn run(args: VariantsArgs) -> Result<()> {
-    let VariantsArgs { file, outdir } = args;
+    let VariantsArgs {
+        file,
+        outdir,
+        first_request_siblings,
+    } = args;
     bench_switches();
     let limits = Config::from_env(Defaults::command())?.image_limits;
     let processed = process_file_timed(&file, &limits).map_err(|e| match e {
@@ -58,7 +66,7 @@ pub fn run(args: VariantsArgs) -> Result<()> {
                 webp.len(),
                 path.display()
             );
-        } else if processed.extension != "webp" {
+        } else if first_request_siblings && processed.extension != "webp" {
             // What the frontend's first request of this sibling costs (operations::siblings):
             // made from the stored variant, as image-sibling and `serve` make it.
             let started = std::time::Instant::now();
