@@ -34,6 +34,8 @@ pub struct App {
 /// What is known of a request as it is dispatched, for its log line.
 #[derive(Default)]
 struct Progress {
+    /// The routed operation (also when a function serving another one answers 404).
+    operation: Option<Operation>,
     authenticated: Option<Authenticated>,
     body_bytes: usize,
 }
@@ -92,8 +94,8 @@ impl App {
         only: Option<Operation>,
     ) -> Response<Bytes> {
         let started = Instant::now();
-        // Filled in as the request goes: who made it (once the signature checks out) and
-        // how much body was read.
+        // Filled in as the request goes: its operation once routed, who made it (once the
+        // signature checks out) and how much body was read.
         let mut progress = Progress::default();
         let (result, upload) = crate::operations::upload_stats::collecting_upload_stats(
             self.dispatch(&parts, body, only, &mut progress),
@@ -124,7 +126,7 @@ impl App {
         RequestLog {
             request_id: &request_id,
             invocation_id: ids.and_then(|ids| ids.invocation_id.as_deref()),
-            operation: route(&parts.method, path).ok().map(|r| r.operation),
+            operation: progress.operation,
             method: parts.method.as_str(),
             path,
             status: response.status().as_u16(),
@@ -153,6 +155,7 @@ impl App {
     ) -> Result<Response<Bytes>> {
         let path = parts.uri.path();
         let route = route(&parts.method, path)?;
+        progress.operation = Some(route.operation);
         if only.is_some_and(|op| op != route.operation) {
             return Err(ApiError::NotFound(format!("no resource at {path}")));
         }

@@ -16,8 +16,9 @@ use crate::error::{ApiError, Result};
 pub fn parse(raw: &str) -> Option<Vec<(String, String)>> {
     // `form_urlencoded` decodes invalid UTF-8 lossily; a signature must not be checked
     // against text the client never sent, so the whole string is checked strictly first.
-    // ASCII separators are character boundaries, so every part is valid if the whole is.
-    percent_encoding::percent_decode_str(&raw.replace('+', " "))
+    // ASCII separators (and `+`, a space) are character boundaries, so every part is valid
+    // if the whole is.
+    percent_encoding::percent_decode_str(raw)
         .decode_utf8()
         .ok()?;
     Some(

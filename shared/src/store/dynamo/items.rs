@@ -279,20 +279,7 @@ pub fn get_bool(item: &Item, name: &str) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::business::NewBusiness;
-
-    fn business(id: i64, name: &str) -> Business {
-        NewBusiness {
-            business_name: name.into(),
-            partner_business_id: Some("p#1".into()),
-            partner_sub_id: None,
-            category_id: Some(3),
-            logo_image_id: None,
-            user_id: 9,
-            ..Default::default()
-        }
-        .into_business(id, 1, 1_369_395_621)
-    }
+    use crate::store::dynamo::records::tests::business;
 
     #[test]
     fn name_keys_order_by_name_then_id() {

@@ -199,12 +199,13 @@ pub fn api_key_from(item: &Item) -> Result<ApiKey> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::business::NewBusiness;
     use crate::store::dynamo::items::PK;
 
-    fn business(id: i64, name: &str) -> Business {
+    /// A business record as the store keeps it (the item-key tests use it too).
+    pub(in crate::store::dynamo) fn business(id: i64, name: &str) -> Business {
         NewBusiness {
             business_name: name.into(),
             partner_business_id: Some("p#1".into()),
