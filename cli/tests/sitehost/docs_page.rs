@@ -11,9 +11,11 @@ use serde_json::Value;
 use crate::support::serve;
 /// The test script installs Debian's `chromium`; this names another binary.
 const CHROMIUM_VAR: &str = "SITEHOST_TEST_CHROMIUM";
+/// Set by `scripts/test` when it found or installed Chromium: a missing binary then fails.
+const REQUIRE_CHROMIUM_VAR: &str = "SITEHOST_TEST_REQUIRE_CHROMIUM";
 
 /// The Chromium binary, or `None` (after saying so) when there is none and the run does
-/// not require it (`scripts/test` does, through SITEHOST_TEST_REQUIRE_AWS=1).
+/// not require it (`scripts/test` does where it could install it).
 pub(crate) fn chromium() -> Option<String> {
     let binary = std::env::var(CHROMIUM_VAR).unwrap_or_else(|_| "chromium".into());
     let found = Command::new(&binary)
@@ -26,10 +28,10 @@ pub(crate) fn chromium() -> Option<String> {
         return Some(binary);
     }
     assert!(
-        std::env::var("SITEHOST_TEST_REQUIRE_AWS").as_deref() != Ok("1"),
+        std::env::var(REQUIRE_CHROMIUM_VAR).as_deref() != Ok("1"),
         "no {binary}: install it (apt-get install -y chromium) or set {CHROMIUM_VAR}"
     );
-    eprintln!("skipped: no {binary} (scripts/test installs chromium)");
+    eprintln!("skipped: no {binary} (install Chromium, or set {CHROMIUM_VAR} to its binary)");
     None
 }
 
