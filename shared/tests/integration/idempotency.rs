@@ -41,7 +41,7 @@ async fn another_subs_key_and_body_upload_anew() {
     assert_eq!(souths.status, 201, "{}", souths.body);
     assert!(souths.headers.get(REPLAYED).is_none(), "south's own upload");
     assert_ne!(souths.body["id"], norths.body["id"]);
-    assert_ne!(souths.body["path"], norths.body["path"]);
+    assert_ne!(souths.body["image"], norths.body["image"], "nor its path");
     let seen = south.get(&location(&souths)).await.expect("get");
     assert_eq!(seen.status, 200);
     assert_eq!(seen.body, souths.body);
@@ -95,10 +95,7 @@ async fn a_replay_reads_the_object_again() {
         .expect("upload");
     assert_eq!(uploaded.status, 201, "{}", uploaded.body);
     let image = location(&uploaded);
-    let gone = client
-        .send("DELETE", &image, None)
-        .await
-        .expect("delete");
+    let gone = client.send("DELETE", &image, None).await.expect("delete");
     assert_eq!(gone.status, 204);
     let replay = client
         .post_once(IMAGES, &upload, "upload-1")
@@ -107,7 +104,10 @@ async fn a_replay_reads_the_object_again() {
     assert_eq!(replay.status, 404, "{}", replay.body);
     assert!(replay.body["error"].is_string());
     let images = client.get(IMAGES).await.expect("images");
-    assert_eq!(images.body["meta"]["total_count"], 0, "nothing uploaded again");
+    assert_eq!(
+        images.body["meta"]["total_count"], 0,
+        "nothing uploaded again"
+    );
 }
 
 /// An invalid key is refused only once the request is admitted (its nonce recorded, its

@@ -117,7 +117,9 @@ pub async fn another_subs_key_and_body_create_anew(store: SharedStore) {
     assert!(!souths.replayed(), "south's own create ran");
     assert_ne!(souths.body["id"], norths.body["id"], "{}", souths.body);
     assert_eq!(souths.body["partner_sub_id"], "south");
-    let seen = app.send(&south, "GET", &souths.location(), None, None).await;
+    let seen = app
+        .send(&south, "GET", &souths.location(), None, None)
+        .await;
     assert_eq!(seen.status, 200, "south sees what its create answered");
 
     // The same caller's retry is still a replay of its own create.
@@ -141,7 +143,10 @@ pub async fn a_sub_sending_first_does_not_swallow_anothers_create(store: SharedS
     assert_eq!(later.status, 201, "{}", later.body);
     assert!(!later.replayed(), "not a replay of south's create");
     let seen = app.send(&north, "GET", &later.location(), None, None).await;
-    assert_eq!(seen.status, 200, "north's create made a business north sees");
+    assert_eq!(
+        seen.status, 200,
+        "north's create made a business north sees"
+    );
     assert_eq!(seen.body["partner_sub_id"], "north");
 }
 
@@ -186,7 +191,9 @@ pub async fn simultaneous_creates_with_one_key(store: SharedStore) {
         "{:?}",
         answers.iter().map(|a| a.status).collect::<Vec<_>>()
     );
-    assert!(created.iter().all(|a| a.location() == created[0].location()));
+    assert!(created
+        .iter()
+        .all(|a| a.location() == created[0].location()));
     assert_eq!(created.iter().filter(|a| !a.replayed()).count(), 1);
     let list = app
         .send(&key, "GET", "/api/v2/businesses/", None, None)
