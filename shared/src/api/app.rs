@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::header::{ALLOW, LOCATION};
 use http::request::Parts;
-use http::{Request, Response};
+use http::{Method, Request, Response};
 
 use crate::api::admission::Admission;
 use crate::api::body::{body_too_large_for, RequestBody};
@@ -23,7 +23,7 @@ use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::operations::images as image;
 use crate::operations::{business, Reply, Services};
-use crate::store::Stores;
+use crate::store::{IdempotencyKey, StoredAnswer, Stores};
 
 pub struct App {
     /// What the operations work with (stores, clock, configuration).
@@ -181,11 +181,13 @@ impl App {
             .authenticate(parts, &query, form.as_deref(), now)
             .await?;
         progress.authenticated = Some(auth.clone());
-        let idempotency_key = idempotency::key_of(&parts.headers, route.operation)?;
         let store = self.services.store.as_ref();
         self.admission
             .admit(store, config.budgets, &auth, route.operation, now)
             .await?;
+        // Only now: a request refused for its key has spent its nonce and budget, so the
+        // same signed request is not answered again and again for free.
+        let idempotency_key = idempotency::key_of(&parts.headers, route.operation)?;
         let body = match unread {
             None => form.unwrap_or_default(),
             Some(body) => read(body, config.max_body_bytes, too_large, progress).await?,
@@ -193,12 +195,34 @@ impl App {
         let run = self.run(route, &auth, &body, &query);
         match idempotency_key {
             None => run.await,
-            Some(key) => {
+            Some(value) => {
+                let key = IdempotencyKey {
+                    account_id: auth.caller.account_id,
+                    api_key: &auth.key,
+                    value: &value,
+                };
                 let fingerprint = idempotency::fingerprint(route.operation, &body);
-                let account_id = auth.caller.account_id;
-                idempotency::run_once(store, account_id, &key, &fingerprint, now, run).await
+                let replay = |answer| self.replay(&auth, answer);
+                idempotency::run_once(store, &key, &fingerprint, now, run, replay).await
             }
         }
+    }
+
+    /// The replay of an `Idempotency-Key`'s answer: the created object read again as the
+    /// caller's GET of its `Location` reads it (with that operation's visibility rules, so a
+    /// 404 once the caller cannot see it), answered with the first answer's status.
+    async fn replay(&self, auth: &Authenticated, answer: StoredAnswer) -> Result<Response<Bytes>> {
+        let get = route(&Method::GET, &answer.location)
+            .ok()
+            .filter(|get| matches!(get.operation, Operation::BusinessGet | Operation::ImageGet))
+            .ok_or_else(|| {
+                ApiError::internal(format!(
+                    "an Idempotency-Key's answer names no object: {}",
+                    answer.location
+                ))
+            })?;
+        let response = self.run(get, auth, &[], &[]).await?;
+        Ok(idempotency::replayed(response, &answer))
     }
 
     /// Checks the request's signature, over its query's and form body's parameters, for

@@ -1,18 +1,24 @@
 //! `Idempotency-Key` on business creates and image uploads, as the IETF httpapi draft "The
 //! Idempotency-Key HTTP Header Field" has it: a retry with the same key and the same body
-//! within a day gets the first answer (status, body, `Location`) and writes nothing new;
-//! the same key with another body is a 422; a retry while the first is still running is a
-//! 409. Keys are per account. Only a success is remembered: a request that failed (a 4xx,
-//! or a 503 after which nothing was written) gives its key back, so its retry runs again.
+//! within a day gets the first answer's status and `Location` and writes nothing new; the
+//! same key with another body is a 422; a retry while the first is still running is a 409.
+//! Keys are per API key (`store::IdempotencyKey`): another caller's use of a key is never
+//! seen. What is kept is the status and the `Location`, not the body: a replay reads the
+//! object again as the caller's GET of it would, so it shows what that caller may see now
+//! (a 404 once the object is gone). Only a success is remembered: a request that failed (a
+//! 4xx, or a 503 after which nothing was written) gives its key back, so its retry runs
+//! again.
+
+use std::future::Future;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE, LOCATION};
+use http::header::{HeaderValue, LOCATION};
 use http::{HeaderMap, Response, StatusCode};
 use sha1::{Digest, Sha1};
 
 use crate::api::{header, Operation};
 use crate::error::{ApiError, Result};
-use crate::store::{IdempotencyClaim, IdempotencyStore, StoredAnswer};
+use crate::store::{IdempotencyClaim, IdempotencyKey, IdempotencyStore, StoredAnswer};
 
 pub const HEADER: &str = "idempotency-key";
 /// Longest key accepted: a UUID is 36 characters; this leaves room for clients' prefixes.
@@ -22,7 +28,8 @@ pub const MAX_KEY_CHARS: usize = 255;
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// The request's key, for the operations that take one: 1 to 255 visible ASCII characters
-/// (an sf-string's; the quotes of a structured-field string are taken off).
+/// (an sf-string's; the quotes of a structured-field string are taken off). Read only once
+/// the request is admitted, so that a refused key still spends its nonce and budget.
 pub fn key_of(headers: &HeaderMap, operation: Operation) -> Result<Option<String>> {
     if !matches!(
         operation,
@@ -58,8 +65,8 @@ pub fn key_of(headers: &HeaderMap, operation: Operation) -> Result<Option<String
 }
 
 /// What makes two requests the same: the operation and the body, byte for byte. SHA-1 is
-/// enough: fingerprints are compared only within one account's keys, so a collision could
-/// only confuse that account's own retries.
+/// enough: fingerprints are compared only within one API key's keys, so a collision could
+/// only confuse that caller's own retries.
 pub fn fingerprint(operation: Operation, body: &[u8]) -> String {
     let mut hasher = Sha1::new();
     hasher.update(format!("{operation:?}\n").as_bytes());
@@ -71,22 +78,23 @@ pub fn fingerprint(operation: Operation, body: &[u8]) -> String {
         .collect()
 }
 
-/// Runs `operation` once for `key`: claims the key, runs, and records a success as the key's
-/// answer (or gives the key back after a failure); replays the answer of an earlier run.
-pub async fn run_once(
+/// Runs `operation` once for `key`: claims the key, runs, and records a success's status
+/// and `Location` as the key's answer (or gives the key back after a failure). A request
+/// that finds the key answered gets `replay` of that answer instead.
+pub async fn run_once<Replay>(
     store: &dyn IdempotencyStore,
-    account_id: i64,
-    key: &str,
+    key: &IdempotencyKey<'_>,
     fingerprint: &str,
     now: i64,
-    operation: impl std::future::Future<Output = Result<Response<Bytes>>>,
-) -> Result<Response<Bytes>> {
-    match store
-        .claim_idempotency_key(account_id, key, fingerprint, now)
-        .await?
-    {
+    operation: impl Future<Output = Result<Response<Bytes>>>,
+    replay: impl FnOnce(StoredAnswer) -> Replay,
+) -> Result<Response<Bytes>>
+where
+    Replay: Future<Output = Result<Response<Bytes>>>,
+{
+    match store.claim_idempotency_key(key, fingerprint, now).await? {
         IdempotencyClaim::Claimed => {}
-        IdempotencyClaim::Answered(answer) => return Ok(replay(&answer)),
+        IdempotencyClaim::Answered(answer) => return replay(answer).await,
         IdempotencyClaim::InProgress => {
             return Err(ApiError::StateConflict(
                 "A request with this Idempotency-Key is still being processed; retry it \
@@ -103,32 +111,16 @@ pub async fn run_once(
         }
     }
     let result = operation.await;
-    let settled = match &result {
-        Ok(response) if response.status().is_success() => {
-            let answer = StoredAnswer {
-                status: response.status().as_u16(),
-                body: String::from_utf8_lossy(response.body()).into_owned(),
-                location: response
-                    .headers()
-                    .get(LOCATION)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string),
-            };
-            store
-                .answer_idempotency_key(account_id, key, fingerprint, &answer)
-                .await
-        }
-        _ => {
-            store
-                .release_idempotency_key(account_id, key, fingerprint)
-                .await
-        }
+    let answer = result.as_ref().ok().and_then(answer_of);
+    let settled = match &answer {
+        Some(answer) => store.answer_idempotency_key(key, fingerprint, answer).await,
+        None => store.release_idempotency_key(key, fingerprint).await,
     };
     if let Err(err) = settled {
         // The request's own outcome stands; the key may then answer 409 until its lease
         // ends, and the retry after that runs again.
         tracing::error!(
-            account_id,
+            account_id = key.account_id,
             error = %crate::error::error_chain(&err),
             "could not record the outcome of an idempotency key"
         );
@@ -136,17 +128,26 @@ pub async fn run_once(
     result
 }
 
-fn replay(answer: &StoredAnswer) -> Response<Bytes> {
-    // The first answer's bytes, as sent: nothing is parsed or rendered again.
-    let mut response = Response::new(Bytes::from(answer.body.clone()));
+/// What is kept of a success: its status and the created object's `Location`. Both
+/// operations answer a success with a `Location`; without one there is nothing to read
+/// again, so the key is given back instead.
+fn answer_of(response: &Response<Bytes>) -> Option<StoredAnswer> {
+    if !response.status().is_success() {
+        return None;
+    }
+    let location = response.headers().get(LOCATION)?.to_str().ok()?;
+    Some(StoredAnswer {
+        status: response.status().as_u16(),
+        location: location.to_string(),
+    })
+}
+
+/// `response`, the object read again, answered as the replay of `answer`: the first
+/// answer's status and `Location`, marked replayed.
+pub fn replayed(mut response: Response<Bytes>, answer: &StoredAnswer) -> Response<Bytes> {
     *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Some(location) = answer
-        .location
-        .as_deref()
-        .and_then(|l| HeaderValue::from_str(l).ok())
-    {
+    if let Ok(location) = HeaderValue::from_str(&answer.location) {
         headers.insert(LOCATION, location);
     }
     headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));

@@ -185,13 +185,25 @@ pub const IDEMPOTENCY_KEY_SECS: i64 = 24 * 60 * 60;
 /// died (a crashed or timed-out instance), and then the key serves again.
 pub const IDEMPOTENCY_LEASE_SECS: i64 = 60;
 
-/// The first answer to a request made with an `Idempotency-Key`, as it is replayed.
+/// An `Idempotency-Key` as one caller sent it: the same value from another API key (even
+/// of the same account and sub id) names another record, so no caller ever meets another's
+/// use of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdempotencyKey<'a> {
+    pub account_id: i64,
+    /// The caller's API key (its public half).
+    pub api_key: &'a str,
+    /// The header's value.
+    pub value: &'a str,
+}
+
+/// What is kept of the first answer to a request made with an `Idempotency-Key`: its
+/// status and the created object's `Location`, not its body. A replay reads the object
+/// again, as the caller's GET of that `Location` would.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredAnswer {
     pub status: u16,
-    /// The JSON body, as sent.
-    pub body: String,
-    pub location: Option<String>,
+    pub location: String,
 }
 
 /// What holds an `Idempotency-Key` when a request claims it.
@@ -207,9 +219,9 @@ pub enum IdempotencyClaim {
     OtherRequest,
 }
 
-/// `Idempotency-Key`s of creates and uploads, per account: each remembers the fingerprint of
-/// the request that first used it and, once that request succeeded, its answer, for
-/// [`IDEMPOTENCY_KEY_SECS`]. Keys of different accounts never meet.
+/// `Idempotency-Key`s of creates and uploads, per account and API key
+/// ([`IdempotencyKey`]): each remembers the fingerprint of the request that first used it
+/// and, once that request succeeded, its answer, for [`IDEMPOTENCY_KEY_SECS`].
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync {
     /// Claims `key` for a request with `fingerprint`, atomically: of two requests that
@@ -217,24 +229,21 @@ pub trait IdempotencyStore: Send + Sync {
     /// (or a claim past its lease) is claimed anew.
     async fn claim_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
         now: i64,
     ) -> Result<IdempotencyClaim>;
     /// Records the answer of the claiming request; replayed until the key expires.
     async fn answer_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
         answer: &StoredAnswer,
     ) -> Result<()>;
     /// Gives up a claim whose request failed, so that a retry runs again.
     async fn release_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
     ) -> Result<()>;
 }

@@ -24,8 +24,8 @@ use sitehost::s3::S3Files;
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{FileStore, SharedFiles};
 use sitehost::store::{
-    BudgetDecision, BudgetKind, BudgetStore, BusinessStore, IdempotencyClaim, IdempotencyStore,
-    ImageStore, KeyStore, Page, SharedStore, StoredAnswer, Stores,
+    BudgetDecision, BudgetKind, BudgetStore, BusinessStore, IdempotencyClaim, IdempotencyKey,
+    IdempotencyStore, ImageStore, KeyStore, Page, SharedStore, StoredAnswer, Stores,
 };
 use sitehost::upload::naming::original_path;
 use sitehost::upload::sweep::{sweep, SweepOptions, SweepReport};
@@ -285,35 +285,30 @@ impl BudgetStore for FaultyImages {
 impl IdempotencyStore for FaultyImages {
     async fn claim_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
         now: i64,
     ) -> Result<IdempotencyClaim> {
         self.inner
-            .claim_idempotency_key(account_id, key, fingerprint, now)
+            .claim_idempotency_key(key, fingerprint, now)
             .await
     }
     async fn answer_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
         answer: &StoredAnswer,
     ) -> Result<()> {
         self.inner
-            .answer_idempotency_key(account_id, key, fingerprint, answer)
+            .answer_idempotency_key(key, fingerprint, answer)
             .await
     }
     async fn release_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
     ) -> Result<()> {
-        self.inner
-            .release_idempotency_key(account_id, key, fingerprint)
-            .await
+        self.inner.release_idempotency_key(key, fingerprint).await
     }
 }
 

@@ -14,6 +14,7 @@ mod cloudfront_events;
 mod double_behaviour;
 mod dynamodb_busy;
 mod http_api;
+mod idempotency;
 mod images;
 mod images_aws;
 mod images_integrity;

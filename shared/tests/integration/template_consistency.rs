@@ -574,7 +574,8 @@ const AUTHENTICATION: Grants = &[
     ("dynamodb:UpdateItem", "BUDGET#*"),
 ];
 /// `Idempotency-Key`s of creates and uploads: claim, read a held key, take over a lease,
-/// answer, release.
+/// answer, release. (A replay reads the object as its GET does: the image upload has
+/// `GetItem IMAGE#*` already; the business create is granted its partition's `Query`.)
 const IDEMPOTENCY: Grants = &[
     ("dynamodb:PutItem", "IDEMPOTENCY#*"),
     ("dynamodb:GetItem", "IDEMPOTENCY#*"),
@@ -623,6 +624,8 @@ const ALLOWED: &[(&str, &[Grants])] = &[
             IDEMPOTENCY,
             BUSINESS_DETAIL,
             &[
+                // A replay reads the business's partition, as its GET does.
+                ("dynamodb:Query", "BUSINESS#*"),
                 ("dynamodb:PutItem", "BUSINESS#*"),
                 ("dynamodb:PutItem", "A#*#B#*"),
                 ("dynamodb:PutItem", "H#*"),

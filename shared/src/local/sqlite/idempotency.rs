@@ -1,5 +1,5 @@
-//! `Idempotency-Key`s of the embedded store: one row per account and key, claimed and
-//! answered in write transactions (one writer, so a claim is atomic).
+//! `Idempotency-Key`s of the embedded store: one row per account, API key and key, claimed
+//! and answered in write transactions (one writer, so a claim is atomic).
 
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
@@ -7,7 +7,8 @@ use rusqlite::{params, OptionalExtension};
 use super::{db_error, SqliteStore};
 use crate::error::Result;
 use crate::store::{
-    IdempotencyClaim, IdempotencyStore, StoredAnswer, IDEMPOTENCY_KEY_SECS, IDEMPOTENCY_LEASE_SECS,
+    IdempotencyClaim, IdempotencyKey, IdempotencyStore, StoredAnswer, IDEMPOTENCY_KEY_SECS,
+    IDEMPOTENCY_LEASE_SECS,
 };
 
 /// Expired rows removed by each claim: the table stays bounded by the keys of the last
@@ -25,37 +26,35 @@ struct Held {
 impl IdempotencyStore for SqliteStore {
     async fn claim_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
         now: i64,
     ) -> Result<IdempotencyClaim> {
+        let (account_id, api_key, value) = (key.account_id, key.api_key, key.value);
         self.write(|tx| {
             tx.execute(
-                "DELETE FROM idempotency_keys WHERE (account_id, key) IN (SELECT account_id,
-                 key FROM idempotency_keys WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+                "DELETE FROM idempotency_records WHERE (account_id, api_key, key) IN (SELECT
+                 account_id, api_key, key FROM idempotency_records WHERE expires_at <= ?1
+                 ORDER BY expires_at LIMIT ?2)",
                 params![now, SWEEP_PER_CLAIM],
             )
             .map_err(db_error)?;
             let held = tx
                 .query_row(
-                    "SELECT fingerprint, lease_until, expires_at, status, body, location
-                     FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
-                    params![account_id, key],
+                    "SELECT fingerprint, lease_until, expires_at, status, location
+                     FROM idempotency_records
+                     WHERE account_id = ?1 AND api_key = ?2 AND key = ?3",
+                    params![account_id, api_key, value],
                     |row| {
                         let expires_at: i64 = row.get(2)?;
                         let status: Option<u16> = row.get(3)?;
+                        let location: Option<String> = row.get(4)?;
                         let held = Held {
                             fingerprint: row.get(0)?,
                             lease_until: row.get(1)?,
-                            answer: match status {
-                                Some(status) => Some(StoredAnswer {
-                                    status,
-                                    body: row.get::<_, Option<String>>(4)?.unwrap_or_default(),
-                                    location: row.get(5)?,
-                                }),
-                                None => None,
-                            },
+                            answer: status
+                                .zip(location)
+                                .map(|(status, location)| StoredAnswer { status, location }),
                         };
                         Ok((expires_at > now).then_some(held))
                     },
@@ -65,14 +64,15 @@ impl IdempotencyStore for SqliteStore {
                 .flatten();
             let claim = |tx: &rusqlite::Transaction| {
                 tx.execute(
-                    "INSERT INTO idempotency_keys (account_id, key, fingerprint, lease_until,
-                     expires_at) VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (account_id, key) DO UPDATE SET fingerprint = excluded.fingerprint,
-                     lease_until = excluded.lease_until, expires_at = excluded.expires_at,
-                     status = NULL, body = NULL, location = NULL",
+                    "INSERT INTO idempotency_records (account_id, api_key, key, fingerprint,
+                     lease_until, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT (account_id, api_key, key) DO UPDATE SET
+                     fingerprint = excluded.fingerprint, lease_until = excluded.lease_until,
+                     expires_at = excluded.expires_at, status = NULL, location = NULL",
                     params![
                         account_id,
-                        key,
+                        api_key,
+                        value,
                         fingerprint,
                         now + IDEMPOTENCY_LEASE_SECS,
                         now + IDEMPOTENCY_KEY_SECS
@@ -94,9 +94,9 @@ impl IdempotencyStore for SqliteStore {
                 Some(_) => {
                     // The claiming request died without an answer: this one runs.
                     tx.execute(
-                        "UPDATE idempotency_keys SET lease_until = ?3
-                         WHERE account_id = ?1 AND key = ?2",
-                        params![account_id, key, now + IDEMPOTENCY_LEASE_SECS],
+                        "UPDATE idempotency_records SET lease_until = ?4
+                         WHERE account_id = ?1 AND api_key = ?2 AND key = ?3",
+                        params![account_id, api_key, value, now + IDEMPOTENCY_LEASE_SECS],
                     )
                     .map_err(db_error)?;
                     IdempotencyClaim::Claimed
@@ -107,21 +107,21 @@ impl IdempotencyStore for SqliteStore {
 
     async fn answer_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
         answer: &StoredAnswer,
     ) -> Result<()> {
         self.write(|tx| {
             tx.execute(
-                "UPDATE idempotency_keys SET status = ?4, body = ?5, location = ?6
-                 WHERE account_id = ?1 AND key = ?2 AND fingerprint = ?3 AND status IS NULL",
+                "UPDATE idempotency_records SET status = ?5, location = ?6
+                 WHERE account_id = ?1 AND api_key = ?2 AND key = ?3 AND fingerprint = ?4
+                 AND status IS NULL",
                 params![
-                    account_id,
-                    key,
+                    key.account_id,
+                    key.api_key,
+                    key.value,
                     fingerprint,
                     answer.status,
-                    answer.body,
                     answer.location
                 ],
             )
@@ -132,15 +132,15 @@ impl IdempotencyStore for SqliteStore {
 
     async fn release_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
     ) -> Result<()> {
         self.write(|tx| {
             tx.execute(
-                "DELETE FROM idempotency_keys
-                 WHERE account_id = ?1 AND key = ?2 AND fingerprint = ?3 AND status IS NULL",
-                params![account_id, key, fingerprint],
+                "DELETE FROM idempotency_records
+                 WHERE account_id = ?1 AND api_key = ?2 AND key = ?3 AND fingerprint = ?4
+                 AND status IS NULL",
+                params![key.account_id, key.api_key, key.value, fingerprint],
             )
             .map_err(db_error)?;
             Ok(())

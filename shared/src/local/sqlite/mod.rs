@@ -62,13 +62,17 @@ CREATE TABLE IF NOT EXISTS locations (
     id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL, business_id INTEGER NOT NULL,
     position INTEGER NOT NULL, fields TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS locations_by_business ON locations (business_id, position);
--- `Idempotency-Key`s of creates and uploads (`idempotency`): answered once `status` is set.
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    account_id INTEGER NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
-    lease_until INTEGER NOT NULL, expires_at INTEGER NOT NULL,
-    status INTEGER, body TEXT, location TEXT,
-    PRIMARY KEY (account_id, key)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS idempotency_keys_by_expiry ON idempotency_keys (expires_at);
+-- `Idempotency-Key`s of creates and uploads (`idempotency`), per account and API key:
+-- answered once `status` (and the created object's `location`) is set. Stores made before
+-- keys were per API key kept them, with the answer's body, in `idempotency_keys`: a day's
+-- retries, dropped.
+DROP TABLE IF EXISTS idempotency_keys;
+CREATE TABLE IF NOT EXISTS idempotency_records (
+    account_id INTEGER NOT NULL, api_key TEXT NOT NULL, key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL, lease_until INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+    status INTEGER, location TEXT,
+    PRIMARY KEY (account_id, api_key, key)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idempotency_records_by_expiry ON idempotency_records (expires_at);
 -- Nonces moved to their own file (see `nonces`); stores made before that had them here.
 DROP TABLE IF EXISTS nonces;
 "#;

@@ -1,15 +1,18 @@
-//! `Idempotency-Key`s: one item per account and key (its own partition, so no key is
-//! hot), written with conditions so that a claim is atomic, and removed by TTL a day after
-//! (`expires_at`; TTL deletes late, so every condition checks the time itself).
+//! `Idempotency-Key`s: one item per account, API key and key (its own partition, so no key
+//! is hot), written with conditions so that a claim is atomic, and removed by TTL a day
+//! after (`expires_at`; TTL deletes late, so every condition checks the time itself). An
+//! answer is its status and `location`, a few dozen bytes: the body is read again on
+//! replay.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 
-use super::items::{self, get_s, n, opt_n, opt_s, s, Item, PK};
+use super::items::{self, get_s, n, opt_n, s, Item, PK};
 use super::{conditional, log_capacity, DynamoStore};
 use crate::error::Result;
 use crate::store::{
-    IdempotencyClaim, IdempotencyStore, StoredAnswer, IDEMPOTENCY_KEY_SECS, IDEMPOTENCY_LEASE_SECS,
+    IdempotencyClaim, IdempotencyKey, IdempotencyStore, StoredAnswer, IDEMPOTENCY_KEY_SECS,
+    IDEMPOTENCY_LEASE_SECS,
 };
 
 /// The attributes of an idempotency item besides its key.
@@ -17,7 +20,6 @@ const FINGERPRINT: &str = "fingerprint";
 const LEASE_UNTIL: &str = "lease_until";
 const EXPIRES_AT: &str = "expires_at";
 const STATUS: &str = "status";
-const BODY: &str = "body";
 const LOCATION: &str = "location";
 
 fn answer_of(item: &Item) -> Result<Option<StoredAnswer>> {
@@ -26,8 +28,7 @@ fn answer_of(item: &Item) -> Result<Option<StoredAnswer>> {
     };
     Ok(Some(StoredAnswer {
         status,
-        body: opt_s(item, BODY)?.unwrap_or_default(),
-        location: opt_s(item, LOCATION)?,
+        location: get_s(item, LOCATION)?,
     }))
 }
 
@@ -87,12 +88,11 @@ impl IdempotencyStore for DynamoStore {
     /// and a claim past its lease is taken over with a conditional `UpdateItem`.
     async fn claim_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
         now: i64,
     ) -> Result<IdempotencyClaim> {
-        let item_key = items::idempotency_key(account_id, key);
+        let item_key = items::idempotency_key(key);
         // Twice at most: a held key may expire (or be released) between the put and the read.
         for _ in 0..2 {
             if self.put_claim(item_key.clone(), fingerprint, now).await? {
@@ -118,38 +118,32 @@ impl IdempotencyStore for DynamoStore {
 
     async fn answer_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
         answer: &StoredAnswer,
     ) -> Result<()> {
-        let mut update = self
+        let result = self
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(items::idempotency_key(account_id, key)))
+            .set_key(Some(items::idempotency_key(key)))
+            .update_expression("SET #st = :st, #loc = :loc")
             .condition_expression("#fp = :fp AND attribute_not_exists(#st)")
             .expression_attribute_names("#fp", FINGERPRINT)
             .expression_attribute_names("#st", STATUS)
-            .expression_attribute_names("#b", BODY)
+            .expression_attribute_names("#loc", LOCATION)
             .expression_attribute_values(":fp", s(fingerprint))
             .expression_attribute_values(":st", n(answer.status))
-            .expression_attribute_values(":b", s(answer.body.clone()))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total);
-        update = match &answer.location {
-            Some(location) => update
-                .update_expression("SET #st = :st, #b = :b, #loc = :loc")
-                .expression_attribute_names("#loc", LOCATION)
-                .expression_attribute_values(":loc", AttributeValue::S(location.clone())),
-            None => update.update_expression("SET #st = :st, #b = :b"),
-        };
-        let result = update.send().await;
+            .expression_attribute_values(":loc", AttributeValue::S(answer.location.clone()))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
         match conditional("UpdateItem (idempotency answer)", result)? {
             Some(out) => log_capacity("UpdateItem", out.consumed_capacity()),
             // Another request took the key over after this one's lease ended; its answer
             // stands.
             None => tracing::warn!(
-                account_id,
+                account_id = key.account_id,
                 "an idempotency key was taken over before its answer"
             ),
         }
@@ -158,15 +152,14 @@ impl IdempotencyStore for DynamoStore {
 
     async fn release_idempotency_key(
         &self,
-        account_id: i64,
-        key: &str,
+        key: &IdempotencyKey<'_>,
         fingerprint: &str,
     ) -> Result<()> {
         let result = self
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(items::idempotency_key(account_id, key)))
+            .set_key(Some(items::idempotency_key(key)))
             .condition_expression("#fp = :fp AND attribute_not_exists(#st)")
             .expression_attribute_names("#fp", FINGERPRINT)
             .expression_attribute_names("#st", STATUS)

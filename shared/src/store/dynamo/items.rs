@@ -10,6 +10,7 @@ use sha1::{Digest, Sha1};
 
 use crate::business::Business;
 use crate::error::{ApiError, Result};
+use crate::store::IdempotencyKey;
 
 use super::spread;
 
@@ -132,13 +133,17 @@ pub fn budget_key(api_key: &str, kind: &str, window: i64) -> Item {
     )
 }
 
-/// One account's `Idempotency-Key`, by a digest of the key (any length, any characters),
-/// so the partition key stays short and under the `IDEMPOTENCY#` prefix the functions'
-/// IAM policies allow.
-pub fn idempotency_key(account_id: i64, key: &str) -> Item {
-    let digest = Sha1::digest(key.as_bytes());
+/// One caller's `Idempotency-Key`: the account, then a digest of the API key (escaped, so it
+/// has no `#`) and the key's value (any length, any characters) after it, so that no two
+/// (API key, value) pairs share an item, and the partition key stays short and under the
+/// `IDEMPOTENCY#` prefix the functions' IAM policies allow.
+pub fn idempotency_key(key: &IdempotencyKey<'_>) -> Item {
+    let digest = Sha1::digest(format!("{}#{}", escaped(key.api_key), key.value).as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    self::key(format!("IDEMPOTENCY#{account_id}#{hex}"), "IDEMPOTENCY")
+    self::key(
+        format!("IDEMPOTENCY#{}#{hex}", key.account_id),
+        "IDEMPOTENCY",
+    )
 }
 
 pub fn business_key(id: i64) -> Item {

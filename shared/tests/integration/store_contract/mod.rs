@@ -11,6 +11,7 @@ mod businesses;
 mod concurrency;
 mod fixtures;
 mod idempotency;
+mod idempotent_creates;
 mod image_deletes;
 mod images;
 mod keys_and_nonces;
@@ -233,6 +234,10 @@ macro_rules! contract {
                 budgets::large_budgets_admit_exactly_their_limit,
                 idempotency::idempotency_keys,
                 idempotency::concurrent_idempotency_claims,
+                idempotent_creates::another_subs_key_and_body_create_anew,
+                idempotent_creates::a_sub_sending_first_does_not_swallow_anothers_create,
+                idempotent_creates::another_callers_key_is_not_disclosed,
+                idempotent_creates::simultaneous_creates_with_one_key,
             );
             contract!(@probed $factory;
                 listing::offsets_past_the_end_read_only_the_counter,
@@ -275,6 +280,7 @@ mod on_double {
         image_deletes::concurrent_logo_and_delete,
         budgets::concurrent_budget_draws,
         idempotency::concurrent_idempotency_claims,
+        idempotent_creates::simultaneous_creates_with_one_key,
         budgets::large_budgets_admit_exactly_their_limit,
     );
 }
