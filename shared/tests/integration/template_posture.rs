@@ -157,7 +157,11 @@ fn logs_are_kept_a_year_and_outlive_the_stack() {
     assert_eq!(groups.len(), 11, "{groups:?}");
     for (id, group) in groups {
         assert_eq!(group["DeletionPolicy"].as_str(), Some("Retain"), "{id}");
-        assert_eq!(group["UpdateReplacePolicy"].as_str(), Some("Retain"), "{id}");
+        assert_eq!(
+            group["UpdateReplacePolicy"].as_str(),
+            Some("Retain"),
+            "{id}"
+        );
         assert_eq!(
             refs(&group["Properties"]["RetentionInDays"]),
             Some("LogRetentionDays"),
@@ -229,7 +233,10 @@ fn the_web_acl_has_aws_managed_groups_and_logs() {
             "AWSManagedRulesKnownBadInputsRuleSet"
         ]
     );
-    let mut priorities: Vec<u64> = rules.iter().filter_map(|r| r["Priority"].as_u64()).collect();
+    let mut priorities: Vec<u64> = rules
+        .iter()
+        .filter_map(|r| r["Priority"].as_u64())
+        .collect();
     priorities.dedup();
     assert_eq!(priorities.len(), rules.len(), "distinct priorities");
 
