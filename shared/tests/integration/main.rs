@@ -23,3 +23,4 @@ mod openapi;
 mod store_contract;
 mod support;
 mod template_consistency;
+mod template_posture;
