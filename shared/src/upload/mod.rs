@@ -42,6 +42,7 @@ pub mod pipeline;
 mod request;
 pub mod slots;
 mod store_writes;
+pub mod restore;
 pub mod sweep;
 
 /// The upload operation with what it needs beyond [`Services`]: built once per cold start.
