@@ -317,7 +317,10 @@ fn a_malformed_log_setting_stops_the_command() {
 #[test]
 fn files_restore_on_the_embedded_store_says_it_has_no_versions() {
     let dir = tempfile::tempdir().expect("dir");
-    for args in [&["files", "restore"][..], &["files", "restore", "--dry-run"]] {
+    for args in [
+        &["files", "restore"][..],
+        &["files", "restore", "--dry-run"],
+    ] {
         let out = Command::new(BIN)
             .args(args)
             .arg("--data-dir")

@@ -264,6 +264,9 @@ mod tests {
         assert!(!origin::holds_secret(&rotated, Some("old-secret-0001")));
         let refused = origin::require_secret(Some(&rotated), None).expect_err("403");
         assert_eq!(refused.status(), 403);
-        assert!(origin::require_secret(None, None).is_ok(), "no secret, no check");
+        assert!(
+            origin::require_secret(None, None).is_ok(),
+            "no secret, no check"
+        );
     }
 }

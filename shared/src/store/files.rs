@@ -38,8 +38,8 @@ pub trait FileStore: Send + Sync {
         Err(ApiError::internal("this file store cannot list its files"))
     }
     /// Whether this store keeps earlier versions of its files, so a deleted file can be
-    /// brought back (`sitehost files restore`): a versioned S3 bucket does; the embedded
-    /// store's local files do not.
+    /// brought back (`sitehost files restore`): S3 does (in a versioned bucket); the
+    /// embedded store's local files do not.
     async fn keeps_versions(&self) -> Result<bool> {
         Ok(false)
     }
@@ -59,8 +59,7 @@ pub trait FileStore: Send + Sync {
 
 /// Why a store without versions restores nothing.
 pub const NO_VERSIONS: &str = "this file store keeps no earlier versions of its files (the \
-    embedded store's local files, or an S3 bucket without versioning): a deleted file cannot \
-    be restored from it";
+    embedded store's local files): a deleted file cannot be restored from it";
 
 /// One entry of a versioned store's history of a path.
 #[derive(Debug, Clone, PartialEq)]

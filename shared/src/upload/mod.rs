@@ -40,9 +40,9 @@ pub mod fetch;
 pub mod naming;
 pub mod pipeline;
 mod request;
+pub mod restore;
 pub mod slots;
 mod store_writes;
-pub mod restore;
 pub mod sweep;
 
 /// The upload operation with what it needs beyond [`Services`]: built once per cold start.

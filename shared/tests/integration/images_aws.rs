@@ -362,7 +362,10 @@ async fn after_a_table_restore_the_deleted_files_come_back_from_their_versions()
     assert_eq!(dry.images, 1);
     assert_eq!(dry.restored.len(), 8, "{dry:?}");
     assert!(dry.lost.is_empty(), "{dry:?}");
-    assert!(aws.object_keys().await.is_empty(), "a dry run changes nothing");
+    assert!(
+        aws.object_keys().await.is_empty(),
+        "a dry run changes nothing"
+    );
 
     let report = restore_files(records.as_ref(), files.as_ref(), false)
         .await
@@ -389,7 +392,12 @@ async fn after_a_table_restore_the_deleted_files_come_back_from_their_versions()
         .versions()
         .iter()
         .filter_map(|v| v.version_id())
-        .chain(history.delete_markers().iter().filter_map(|m| m.version_id()));
+        .chain(
+            history
+                .delete_markers()
+                .iter()
+                .filter_map(|m| m.version_id()),
+        );
     for version in ids {
         aws.s3
             .delete_object()
@@ -405,25 +413,5 @@ async fn after_a_table_restore_the_deleted_files_come_back_from_their_versions()
         .expect("restore");
     assert_eq!(report.lost, vec![large.to_string()]);
     assert!(report.restored.is_empty());
-    aws.table.delete().await;
-}
-
-/// A bucket without versioning (the embedded store's files likewise) restores nothing and
-/// says why, before reading any record.
-#[tokio::test]
-async fn a_file_store_without_versions_refuses_to_restore() {
-    let Some(aws) = Aws::create().await else {
-        return;
-    };
-    let refused =
-        sitehost::upload::restore::restore_files(aws.records().as_ref(), aws.files().as_ref(), true)
-            .await
-            .expect_err("no versions");
-    assert!(
-        refused
-            .to_string()
-            .contains("keeps no earlier versions of its files"),
-        "{refused}"
-    );
     aws.table.delete().await;
 }

@@ -448,6 +448,7 @@ async fn a_body_over_the_limit_says_the_limit_and_what_to_do() {
             .method(method)
             .uri(format!("https://{API_HOST}{path}"))
             .header("content-type", "application/json")
+            .header("x-origin-verify", ORIGIN_SECRET)
             .body(body.clone())
             .expect("request");
         let response = app.handle_operation(operation, request).await;
@@ -574,8 +575,7 @@ async fn the_function_url_event_gets_a_variant_its_webp_sibling() {
 
 /// The answer of the business-list handler to `event` on `app`: status and JSON body.
 async fn business_list_answer(app: &TestApp, event: &Value) -> (u16, Value) {
-    let request =
-        lambda_http::request::from_str(&event.to_string()).expect("an API Gateway event");
+    let request = lambda_http::request::from_str(&event.to_string()).expect("an API Gateway event");
     let response = lambda::to_lambda(
         app.handle_operation(Operation::BusinessList, lambda::from_lambda(request))
             .await,
@@ -637,8 +637,12 @@ async fn during_an_origin_secret_rotation_both_are_accepted_then_only_the_new_on
     }
     let rotated = OriginSecret::new(NEW);
     let app = fixture_app_with_secret(SIGNED_AT + 5, &FIXTURE, &[], rotated.clone()).await;
-    let (status, _) = business_list_answer(&app, &list_event_with_origin(Some(ORIGIN_SECRET))).await;
-    assert_eq!(status, 403, "the old secret is refused once the rotation ends");
+    let (status, _) =
+        business_list_answer(&app, &list_event_with_origin(Some(ORIGIN_SECRET))).await;
+    assert_eq!(
+        status, 403,
+        "the old secret is refused once the rotation ends"
+    );
     let app = fixture_app_with_secret(SIGNED_AT + 5, &FIXTURE, &[], rotated).await;
     let (status, _) = business_list_answer(&app, &list_event_with_origin(Some(NEW))).await;
     assert_eq!(status, 200);
