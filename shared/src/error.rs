@@ -16,6 +16,10 @@ pub enum ApiError {
     Validation(BTreeMap<String, Vec<String>>),
     #[error("unauthorized: {0}")]
     Unauthorized(String),
+    /// The request may not be served here at all (403): it did not come through the
+    /// frontend host (`auth::origin`).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     #[error("not found: {0}")]
     NotFound(String),
     #[error("method {0} not allowed")]
@@ -90,6 +94,7 @@ impl ApiError {
             | ApiError::MissingReference { .. }
             | ApiError::Conflict { .. } => 400,
             ApiError::Unauthorized(_) => 401,
+            ApiError::Forbidden(_) => 403,
             ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::StateConflict(_) => 409,
@@ -112,6 +117,7 @@ impl ApiError {
                 field_body(field, format!("A {field} with this value already exists."))
             }
             ApiError::Unauthorized(msg)
+            | ApiError::Forbidden(msg)
             | ApiError::NotFound(msg)
             | ApiError::TooLarge(msg)
             | ApiError::StateConflict(msg)

@@ -10,7 +10,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 
 use crate::error::{ApiError, Result};
-use crate::store::files::{FilePage, FileStore, StoredFile, CACHE_CONTROL};
+use crate::store::files::{FilePage, FileStore, FileVersion, StoredFile, CACHE_CONTROL};
 
 pub struct S3Files {
     client: aws_sdk_s3::Client,
@@ -143,5 +143,88 @@ impl FileStore for S3Files {
             _ => None,
         };
         Ok(FilePage { files, next })
+    }
+
+    /// S3 keeps versions in a versioned bucket. Not asked of the bucket: in one without
+    /// versioning `ListObjectVersions` finds no earlier version of a deleted file, and the
+    /// restore reports each such file as lost.
+    async fn keeps_versions(&self) -> Result<bool> {
+        Ok(true)
+    }
+
+    /// `ListObjectVersions`, every page. S3 lists each key's versions newest first; the
+    /// delete markers come after all the versions (only their `is_latest` matters).
+    async fn versions(&self, prefix: &str) -> Result<Vec<FileVersion>> {
+        let mut versions = Vec::new();
+        let mut markers = Vec::new();
+        let (mut key_marker, mut version_marker) = (None, None);
+        loop {
+            let out = self
+                .client
+                .list_object_versions()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_key_marker(key_marker.take())
+                .set_version_id_marker(version_marker.take())
+                .send()
+                .await
+                .with_context(|| format!("s3 list versions {prefix}"))?;
+            versions.extend(out.versions().iter().filter_map(|v| {
+                Some(FileVersion {
+                    path: v.key()?.to_string(),
+                    version_id: v.version_id()?.to_string(),
+                    is_latest: v.is_latest().unwrap_or(false),
+                    deleted: false,
+                })
+            }));
+            markers.extend(out.delete_markers().iter().filter_map(|m| {
+                Some(FileVersion {
+                    path: m.key()?.to_string(),
+                    version_id: m.version_id()?.to_string(),
+                    is_latest: m.is_latest().unwrap_or(false),
+                    deleted: true,
+                })
+            }));
+            if out.is_truncated() != Some(true) {
+                break;
+            }
+            key_marker = out.next_key_marker().map(str::to_string);
+            version_marker = out.next_version_id_marker().map(str::to_string);
+            if key_marker.is_none() {
+                break;
+            }
+        }
+        versions.extend(markers);
+        Ok(versions)
+    }
+
+    /// `CopyObject` of the version onto its own key: a new current version with the same
+    /// bytes and headers (the metadata is copied). Chosen over deleting the delete marker:
+    /// the delete stays in the history, and it needs no `s3:DeleteObjectVersion`, the one
+    /// permission that could destroy versions.
+    async fn restore_version(&self, path: &str, version_id: &str) -> Result<()> {
+        use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+        // A copy source is URL-encoded; `/` separates the bucket from the key and stays.
+        const KEY: &AsciiSet = &NON_ALPHANUMERIC
+            .remove(b'/')
+            .remove(b'-')
+            .remove(b'_')
+            .remove(b'.')
+            .remove(b'~');
+        let source = format!(
+            "{}/{}?versionId={}",
+            self.bucket,
+            utf8_percent_encode(path, KEY),
+            utf8_percent_encode(version_id, NON_ALPHANUMERIC)
+        );
+        self.client
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(path)
+            .copy_source(source)
+            .send()
+            .await
+            .with_context(|| format!("s3 copy {path} from version {version_id}"))?;
+        Ok(())
     }
 }

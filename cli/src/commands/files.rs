@@ -1,9 +1,12 @@
 //! `sitehost files sweep`: removes the upload files no image record references.
+//! `sitehost files restore`: after a table restore, brings back the deleted files of the
+//! image records, from the versioned bucket.
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::StoreKind;
+use sitehost::upload::restore::restore_files;
 use sitehost::upload::sweep::{sweep, SweepOptions, MIN_GRACE_SECS};
 
 use crate::StoreArgs;
@@ -26,21 +29,80 @@ pub enum FilesCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// After a point-in-time restore of the table: for every image record whose files are
+    /// missing, restores them (original, variants, WebP siblings) from their newest earlier
+    /// version in the versioned bucket, and lists what it restored and what it could not.
+    Restore {
+        /// Lists what would be restored; changes nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// S3 bucket of the upload files, with --store dynamodb. Default: SITEHOST_BUCKET.
+        #[arg(long)]
+        bucket: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
 }
 
 pub async fn run(command: FilesCommand) -> Result<()> {
-    let FilesCommand::Sweep {
-        older_than,
-        dry_run,
-        bucket,
-        store,
-    } = command;
+    match command {
+        FilesCommand::Sweep {
+            older_than,
+            dry_run,
+            bucket,
+            store,
+        } => run_sweep(older_than, dry_run, bucket, store).await,
+        FilesCommand::Restore {
+            dry_run,
+            bucket,
+            store,
+        } => run_restore(dry_run, bucket, store).await,
+    }
+}
+
+/// The record store and the file store, with `--bucket` over SITEHOST_BUCKET.
+async fn open(bucket: Option<String>, store: StoreArgs) -> Result<sitehost::store::Stores> {
     let mut config = store.config()?;
     config.bucket = bucket.or(config.bucket);
     if matches!(config.store, StoreKind::DynamoDb { .. }) && config.bucket.is_none() {
         bail!("--store dynamodb needs --bucket or SITEHOST_BUCKET");
     }
-    let stores = sitehost::local::open_stores(&config).await?;
+    Ok(sitehost::local::open_stores(&config).await?)
+}
+
+async fn run_restore(dry_run: bool, bucket: Option<String>, store: StoreArgs) -> Result<()> {
+    let stores = open(bucket, store).await?;
+    let files = stores
+        .files
+        .context("this store has no file store to restore (SITEHOST_BUCKET)")?;
+    let report = restore_files(stores.records.as_ref(), files.as_ref(), dry_run).await?;
+    let verb = if dry_run { "would restore" } else { "restored" };
+    for path in &report.restored {
+        println!("{verb} {path}");
+    }
+    for path in &report.lost {
+        println!("cannot restore {path}: no earlier version");
+    }
+    println!(
+        "{} images checked, {} with every file in place; {} files {verb}, {} without an earlier version",
+        report.images,
+        report.complete,
+        report.restored.len(),
+        report.lost.len()
+    );
+    if !report.lost.is_empty() {
+        bail!("{} files could not be restored", report.lost.len());
+    }
+    Ok(())
+}
+
+async fn run_sweep(
+    older_than: i64,
+    dry_run: bool,
+    bucket: Option<String>,
+    store: StoreArgs,
+) -> Result<()> {
+    let stores = open(bucket, store).await?;
     let options = SweepOptions {
         now: SystemClock.now(),
         grace_secs: older_than,

@@ -311,3 +311,79 @@ fn a_malformed_log_setting_stops_the_command() {
         assert!(!dir.path().join("sitehost.db").exists());
     }
 }
+
+/// The embedded store's files keep no versions: `files restore` says so and fails, for a
+/// dry run too.
+#[test]
+fn files_restore_on_the_embedded_store_says_it_has_no_versions() {
+    let dir = tempfile::tempdir().expect("dir");
+    for args in [
+        &["files", "restore"][..],
+        &["files", "restore", "--dry-run"],
+    ] {
+        let out = Command::new(BIN)
+            .args(args)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .env_remove("SITEHOST_STORE")
+            .output()
+            .expect("sitehost runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("keeps no earlier versions of its files"),
+            "{stderr}"
+        );
+    }
+}
+
+/// Every `sitehost` command in docs/operations.md's code blocks is one the command
+/// accepts: its subcommands and options parse (placeholders such as `<table>` stand for
+/// values, optional parts in `[...]` are taken). `--help` stops before anything runs.
+#[test]
+fn the_operations_runbook_uses_only_commands_the_cli_has() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md"),
+    )
+    .expect("docs/operations.md");
+    let mut fenced = false;
+    let mut checked = Vec::new();
+    for line in doc.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let line = line.split(" #").next().unwrap_or_default().trim();
+        let Some(args) = line.strip_prefix("sitehost ").filter(|_| fenced) else {
+            continue;
+        };
+        let args: Vec<String> = args
+            .replace(['[', ']'], " ")
+            .split_whitespace()
+            .map(|arg| {
+                if arg.contains('<') {
+                    "X".to_string()
+                } else {
+                    arg.to_string()
+                }
+            })
+            .collect();
+        let out = Command::new(BIN)
+            .args(&args)
+            .arg("--help")
+            .output()
+            .expect("sitehost runs");
+        assert!(
+            out.status.success(),
+            "docs/operations.md: `{line}`: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked.push(args[..2].join(" "));
+    }
+    for command in ["files restore", "files sweep", "keys create", "keys revoke"] {
+        assert!(
+            checked.iter().any(|c| c == command),
+            "docs/operations.md shows `sitehost {command}`: {checked:?}"
+        );
+    }
+}

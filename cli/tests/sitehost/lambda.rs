@@ -113,9 +113,8 @@ async fn signed_events_verify_for_their_own_host_and_for_another() {
         200
     );
 
-    // Through CloudFront: signed for the forwarded (frontend) host, verified with the
-    // origin secret the event carries... which is the fixture's, not this store's: so the
-    // forwarded host is not trusted and only a listed public host lets it pass.
+    // Through CloudFront: signed for the forwarded (frontend) host, verified for it with the
+    // origin secret the event carries (the function's).
     let cdn = event(
         "cloudfront-business-list.json",
         &["--host", "d2222.cloudfront.net"],
@@ -131,21 +130,28 @@ async fn signed_events_verify_for_their_own_host_and_for_another() {
     );
     assert_eq!(
         handle(dir.path(), Operation::BusinessList, &cdn, &[]).await,
-        401
+        200
     );
+    // The same request around the edge (no X-Origin-Verify) is refused, even for a listed
+    // public host.
     let cdn = event(
         "cloudfront-business-list.json",
         &["--host", "d2222.cloudfront.net"],
     );
+    let mut bypass: Value = serde_json::from_str(&cdn).expect("json");
+    bypass["headers"]
+        .as_object_mut()
+        .expect("headers")
+        .remove("x-origin-verify");
     assert_eq!(
         handle(
             dir.path(),
             Operation::BusinessList,
-            &cdn,
+            &bypass.to_string(),
             &["d2222.cloudfront.net"]
         )
         .await,
-        200
+        403
     );
     // A POST with a JSON body (not signed) verifies too.
     let create = event("business-create.json", &[]);
@@ -172,7 +178,9 @@ async fn events_sign_checks_x_origin_verify_against_the_configured_secret() {
         .as_str()
         .expect("the fixture came through CloudFront")
         .to_string();
-    assert_ne!(fixture_secret, ORIGIN_SECRET);
+    // The functions here have the sample events' secret (as env-vars.json gives it).
+    assert_eq!(fixture_secret, ORIGIN_SECRET);
+    const OTHER: &str = "anotherDistributionOriginVerifySecret000000001";
     // Signs `event` with SITEHOST_ORIGIN_VERIFY set to `configured` (or unset):
     // (signed event, standard error).
     let sign = |event: &Value, configured: Option<&str>, extra: &[&str]| -> (String, String) {
@@ -194,9 +202,10 @@ async fn events_sign_checks_x_origin_verify_against_the_configured_secret() {
     };
     let list = Operation::BusinessList;
 
-    // Another distribution's secret: the function will ignore X-Forwarded-Host, so the event
-    // is signed for its Host (and said so), and passes.
-    let (signed, warning) = sign(&fixture, Some(ORIGIN_SECRET), &[]);
+    // Signed for a function with another secret: it would ignore X-Forwarded-Host, so the
+    // event is signed for its Host (and said so); this function holds the event's secret and
+    // verifies Host among its hosts: it passes.
+    let (signed, warning) = sign(&fixture, Some(OTHER), &[]);
     assert!(
         warning.contains("X-Origin-Verify") && warning.contains("signed for Host"),
         "{warning}"
@@ -225,13 +234,16 @@ async fn events_sign_checks_x_origin_verify_against_the_configured_secret() {
     assert_eq!(handle(dir.path(), list, &signed, &[]).await, 200);
 
     // Nothing configured: the header is taken as it is (signed for the forwarded host), and
-    // the command says it did not check it; the function, whose secret differs, refuses it.
-    let (signed, note) = sign(&fixture, None, &[]);
+    // the command says it did not check it; the function, whose secret differs, refuses it
+    // (403: not through its distribution).
+    let mut theirs = fixture.clone();
+    theirs["headers"]["x-origin-verify"] = Value::from(OTHER);
+    let (signed, note) = sign(&theirs, None, &[]);
     assert!(
         note.contains("X-Origin-Verify") && note.contains("not checked"),
         "{note}"
     );
-    assert_eq!(handle(dir.path(), list, &signed, &[]).await, 401);
+    assert_eq!(handle(dir.path(), list, &signed, &[]).await, 403);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use sitehost::store::Stores;
 pub const BIN: &str = env!("CARGO_BIN_EXE_sitehost");
 
 /// The origin-verify secret of [`function_app`] (`SITEHOST_ORIGIN_VERIFY`).
-pub const ORIGIN_SECRET: &str = "localOriginVerifySecret000000001";
+pub const ORIGIN_SECRET: &str = "fixtureOriginVerify0secret0of0the0distribution1";
 
 /// The app of a Lambda function on the embedded store in `data_dir`, configured as on
 /// Lambda: https by default, [`ORIGIN_SECRET`], `public_hosts` as `SITEHOST_PUBLIC_HOSTS`,

@@ -160,6 +160,11 @@ impl App {
             return Err(ApiError::NotFound(format!("no resource at {path}")));
         }
         let config = &self.services.config;
+        // Before anything reads the store (the key, the nonce, the budgets).
+        auth::origin::require_secret(
+            config.origin_verify.as_ref(),
+            header(&parts.headers, auth::origin::ORIGIN_VERIFY_HEADER),
+        )?;
         let too_large = || body_too_large_for(config, route.operation);
         if body
             .known_len()

@@ -246,4 +246,27 @@ mod tests {
         assert!(!origin::holds_secret(&secret, Some("hunter2hunter3")));
         assert!(!origin::holds_secret(&secret, None));
     }
+
+    #[test]
+    fn during_a_rotation_both_secrets_are_held_then_only_the_new_one() {
+        let rotating = OriginSecret::new("new-secret-0001")
+            .expect("secret")
+            .with_previous(Some("old-secret-0001"));
+        for held in ["new-secret-0001", "old-secret-0001"] {
+            assert!(origin::holds_secret(&rotating, Some(held)), "{held}");
+            assert!(origin::require_secret(Some(&rotating), Some(held)).is_ok());
+        }
+        assert!(!origin::holds_secret(&rotating, Some("other-secret-01")));
+        let rotated = OriginSecret::new("new-secret-0001")
+            .expect("secret")
+            .with_previous(Some("  "));
+        assert!(origin::holds_secret(&rotated, Some("new-secret-0001")));
+        assert!(!origin::holds_secret(&rotated, Some("old-secret-0001")));
+        let refused = origin::require_secret(Some(&rotated), None).expect_err("403");
+        assert_eq!(refused.status(), 403);
+        assert!(
+            origin::require_secret(None, None).is_ok(),
+            "no secret, no check"
+        );
+    }
 }

@@ -23,22 +23,40 @@ pub use sizes::{byte_size, larger_images_by_url, thousands};
 pub struct ConfigError(String);
 
 /// The secret that proves a request came through our CloudFront distribution
-/// (`SITEHOST_ORIGIN_VERIFY`). Only such requests may name the host and scheme the client
-/// called in `X-Forwarded-Host`/`X-Forwarded-Proto`: anyone else could use them to have a
-/// signature made for another host (another deployment sharing the key) accepted here.
+/// (`SITEHOST_ORIGIN_VERIFY`). When it is configured, a request without it is refused (403)
+/// before any store call; only requests carrying it may name the host and scheme the client
+/// called in `X-Forwarded-Host`/`X-Forwarded-Proto`. During a rotation the secret being
+/// replaced (`SITEHOST_ORIGIN_VERIFY_PREVIOUS`) is accepted too, so requests CloudFront
+/// still sends with it are served while the distribution deploys the new one.
 #[derive(Clone, PartialEq)]
-pub struct OriginSecret(String);
+pub struct OriginSecret {
+    current: String,
+    previous: Option<String>,
+}
 
 impl OriginSecret {
     /// `None` for an empty or blank value: no secret is configured.
     pub fn new(value: &str) -> Option<Self> {
         let value = value.trim();
-        (!value.is_empty()).then(|| OriginSecret(value.to_string()))
+        (!value.is_empty()).then(|| OriginSecret {
+            current: value.to_string(),
+            previous: None,
+        })
     }
 
-    /// The secret itself, for the one comparison that needs it (`auth::origin`).
-    pub fn expose(&self) -> &str {
-        &self.0
+    /// Also accepts `previous` (a blank value is none): the secret a rotation replaces.
+    pub fn with_previous(self, previous: Option<&str>) -> Self {
+        let previous = previous
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_string);
+        OriginSecret { previous, ..self }
+    }
+
+    /// The values accepted, the current one first, for the one comparison that needs them
+    /// (`auth::origin`).
+    pub fn accepted(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.current.as_str()).chain(self.previous.as_deref())
     }
 }
 
@@ -105,9 +123,11 @@ pub struct Config {
     pub public_hosts: Vec<String>,
     /// The scheme assumed when no trusted `X-Forwarded-Proto` header says otherwise.
     pub default_scheme: String,
-    /// The secret our CloudFront sends in `X-Origin-Verify` (`SITEHOST_ORIGIN_VERIFY`): only
-    /// requests carrying it may name the called host and scheme in `X-Forwarded-*`. `None`
-    /// (`sitehost serve` by default): those headers are never trusted.
+    /// The secret our CloudFront sends in `X-Origin-Verify` (`SITEHOST_ORIGIN_VERIFY`, and
+    /// `SITEHOST_ORIGIN_VERIFY_PREVIOUS` during a rotation): requests without it are refused
+    /// (403), and only requests carrying it may name the called host and scheme in
+    /// `X-Forwarded-*`. `None` (`sitehost serve` by default): nothing is refused for the
+    /// header, and those headers are never trusted.
     pub origin_verify: Option<OriginSecret>,
     /// Largest request body accepted (413 beyond).
     pub max_body_bytes: usize,
@@ -140,6 +160,22 @@ pub const DEFAULT_UPLOAD_MAX_BYTES: usize = 4_669_440;
 pub const DEFAULT_ID_BLOCK: u32 = 20;
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
+
+/// `SITEHOST_ORIGIN_VERIFY`, with `SITEHOST_ORIGIN_VERIFY_PREVIOUS` during a rotation. A
+/// previous secret without a current one is refused: it would turn the check on with only
+/// the secret being retired.
+fn origin_secret() -> ConfigResult<Option<OriginSecret>> {
+    let previous = var("SITEHOST_ORIGIN_VERIFY_PREVIOUS");
+    match var("SITEHOST_ORIGIN_VERIFY").and_then(|v| OriginSecret::new(&v)) {
+        Some(secret) => Ok(Some(secret.with_previous(previous.as_deref()))),
+        None if previous.is_some() => Err(ConfigError(
+            "SITEHOST_ORIGIN_VERIFY_PREVIOUS is set but SITEHOST_ORIGIN_VERIFY is not: the \
+             previous secret is accepted only beside the current one"
+                .into(),
+        )),
+        None => Ok(None),
+    }
+}
 
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
@@ -198,7 +234,7 @@ impl Config {
                 .unwrap_or_default(),
             default_scheme: var("SITEHOST_DEFAULT_SCHEME")
                 .unwrap_or_else(|| defaults.scheme.to_string()),
-            origin_verify: var("SITEHOST_ORIGIN_VERIFY").and_then(|v| OriginSecret::new(&v)),
+            origin_verify: origin_secret()?,
             max_body_bytes: parse_number("SITEHOST_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?,
             id_block: parse_number("SITEHOST_ID_BLOCK", DEFAULT_ID_BLOCK)?,
             bucket: var("SITEHOST_BUCKET"),

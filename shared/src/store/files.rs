@@ -37,6 +37,39 @@ pub trait FileStore: Send + Sync {
         let _ = (prefix, next);
         Err(ApiError::internal("this file store cannot list its files"))
     }
+    /// Whether this store keeps earlier versions of its files, so a deleted file can be
+    /// brought back (`sitehost files restore`): S3 does (in a versioned bucket); the
+    /// embedded store's local files do not.
+    async fn keeps_versions(&self) -> Result<bool> {
+        Ok(false)
+    }
+    /// Every version and delete marker of the files whose paths start with `prefix`:
+    /// per path, its versions of content newest first. Stores without versions refuse.
+    async fn versions(&self, prefix: &str) -> Result<Vec<FileVersion>> {
+        let _ = prefix;
+        Err(ApiError::internal(NO_VERSIONS))
+    }
+    /// Makes an earlier version of `path` its current content again, as a new version: the
+    /// history (the delete included) stays. Stores without versions refuse.
+    async fn restore_version(&self, path: &str, version_id: &str) -> Result<()> {
+        let _ = (path, version_id);
+        Err(ApiError::internal(NO_VERSIONS))
+    }
+}
+
+/// Why a store without versions restores nothing.
+pub const NO_VERSIONS: &str = "this file store keeps no earlier versions of its files (the \
+    embedded store's local files): a deleted file cannot be restored from it";
+
+/// One entry of a versioned store's history of a path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileVersion {
+    pub path: String,
+    pub version_id: String,
+    /// What the path holds now (its newest entry).
+    pub is_latest: bool,
+    /// A delete marker: the path was deleted here; no content.
+    pub deleted: bool,
 }
 
 /// A stored file and when it was last written (unix seconds).

@@ -40,6 +40,7 @@ pub mod fetch;
 pub mod naming;
 pub mod pipeline;
 mod request;
+pub mod restore;
 pub mod slots;
 mod store_writes;
 pub mod sweep;

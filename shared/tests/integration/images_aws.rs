@@ -252,3 +252,166 @@ async fn a_dynamodb_write_failing_leaves_no_objects() {
     assert_eq!(aws.object_keys().await, Vec::<String>::new());
     aws.table.delete().await;
 }
+
+/// Every object of the bucket with its bytes, by key.
+async fn object_bytes(aws: &Aws) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut objects = std::collections::BTreeMap::new();
+    for key in aws.object_keys().await {
+        let out = aws
+            .s3
+            .get_object()
+            .bucket(&aws.bucket)
+            .key(&key)
+            .send()
+            .await
+            .expect("get object");
+        let bytes = out.body.collect().await.expect("body").into_bytes();
+        objects.insert(key, bytes.to_vec());
+    }
+    objects
+}
+
+/// Every item of the test's table (a point-in-time snapshot, as a restore would make).
+async fn table_items(
+    aws: &Aws,
+) -> Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+    let out = aws
+        .table
+        .client
+        .scan()
+        .table_name(&aws.table.name)
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("scan");
+    assert!(out.last_evaluated_key().is_none(), "one page holds them");
+    out.items().to_vec()
+}
+
+/// The restore drill: an image uploaded, deleted through the API, its records put back as a
+/// point-in-time restore's roll back does; `sitehost files restore` then brings its files
+/// back from the versioned bucket, byte for byte. A dry run changes nothing, and a file
+/// with no earlier version is reported as lost.
+#[tokio::test]
+async fn after_a_table_restore_the_deleted_files_come_back_from_their_versions() {
+    use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+    use sitehost::upload::restore::restore_files;
+    let Some(aws) = Aws::create().await else {
+        return;
+    };
+    aws.s3
+        .put_bucket_versioning()
+        .bucket(&aws.bucket)
+        .versioning_configuration(
+            VersioningConfiguration::builder()
+                .status(BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("versioning on");
+    let (records, files) = (aws.records(), aws.files());
+    let server = TestApp::builder()
+        .stores(Stores {
+            records: records.clone(),
+            files: Some(files.clone()),
+        })
+        .spawn()
+        .await;
+    let client = server.partner_client(&server.key("drill").await);
+    let upload = client
+        .post("/api/v2/images/", &json!({"upload": {"filename": "shop.png", "file": format!("data:image/png;base64,{}", b64(&png(700, 500)))}}))
+        .await
+        .expect("upload");
+    assert_eq!(upload.status, 201, "{}", upload.body);
+    let id = upload.body["id"].as_i64().expect("id");
+    let uploaded = object_bytes(&aws).await;
+    assert_eq!(uploaded.len(), 8, "original, five variants, two siblings");
+    let snapshot = table_items(&aws).await;
+
+    let deleted = client
+        .send("DELETE", &format!("/api/v2/images/{id}/"), None)
+        .await
+        .expect("delete");
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    assert!(aws.object_keys().await.is_empty());
+    // The roll back: every item of the snapshot written back (table_sync.py).
+    for item in snapshot {
+        aws.table
+            .client
+            .put_item()
+            .table_name(&aws.table.name)
+            .set_item(Some(item))
+            .send()
+            .await
+            .expect("put back");
+    }
+    assert_eq!(
+        client
+            .get(&format!("/api/v2/images/{id}/"))
+            .await
+            .expect("get")
+            .status,
+        200,
+        "the record is back"
+    );
+
+    let dry = restore_files(records.as_ref(), files.as_ref(), true)
+        .await
+        .expect("dry run");
+    assert_eq!(dry.images, 1);
+    assert_eq!(dry.restored.len(), 8, "{dry:?}");
+    assert!(dry.lost.is_empty(), "{dry:?}");
+    assert!(
+        aws.object_keys().await.is_empty(),
+        "a dry run changes nothing"
+    );
+
+    let report = restore_files(records.as_ref(), files.as_ref(), false)
+        .await
+        .expect("restore");
+    assert_eq!(report, dry);
+    assert_eq!(object_bytes(&aws).await, uploaded, "byte for byte");
+    let again = restore_files(records.as_ref(), files.as_ref(), false)
+        .await
+        .expect("restore again");
+    assert_eq!((again.images, again.complete), (1, 1));
+    assert!(again.restored.is_empty() && again.lost.is_empty());
+
+    // A file whose every version is gone (expired) cannot be restored, and says so.
+    let large = upload.body["sizes"]["large"].as_str().expect("path");
+    let history = aws
+        .s3
+        .list_object_versions()
+        .bucket(&aws.bucket)
+        .prefix(large)
+        .send()
+        .await
+        .expect("versions");
+    let ids = history
+        .versions()
+        .iter()
+        .filter_map(|v| v.version_id())
+        .chain(
+            history
+                .delete_markers()
+                .iter()
+                .filter_map(|m| m.version_id()),
+        );
+    for version in ids {
+        aws.s3
+            .delete_object()
+            .bucket(&aws.bucket)
+            .key(large)
+            .version_id(version)
+            .send()
+            .await
+            .expect("delete version");
+    }
+    let report = restore_files(records.as_ref(), files.as_ref(), false)
+        .await
+        .expect("restore");
+    assert_eq!(report.lost, vec![large.to_string()]);
+    assert!(report.restored.is_empty());
+    aws.table.delete().await;
+}

@@ -46,11 +46,22 @@ pub async fn fixture_app_at(
     public_hosts: &[&str],
     origin_secret: Option<&str>,
 ) -> TestApp {
+    let secret = origin_secret.and_then(OriginSecret::new);
+    fixture_app_with_secret(now, fixture, public_hosts, secret).await
+}
+
+/// [`fixture_app_at`] with a whole origin secret (one during a rotation, say).
+pub async fn fixture_app_with_secret(
+    now: i64,
+    fixture: &FixtureKey,
+    public_hosts: &[&str],
+    origin_secret: Option<OriginSecret>,
+) -> TestApp {
     let app = TestApp::builder()
         .config(|config| {
             config.default_scheme = "https".into();
             config.public_hosts = public_hosts.iter().map(|h| h.to_string()).collect();
-            config.origin_verify = origin_secret.and_then(OriginSecret::new);
+            config.origin_verify = origin_secret;
         })
         .clock(now)
         .build()
