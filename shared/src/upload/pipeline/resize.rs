@@ -35,15 +35,14 @@ pub(super) fn cascade(
         return Ok(());
     }
     let mul_div = fir::MulDiv::default();
-    mul_div
-        .multiply_alpha_inplace(&mut view_mut(&mut source)?)
+    // Through resize-kernels, which compiles fast_image_resize's loops optimised.
+    resize_kernels::multiply_alpha(&mul_div, &mut view_mut(&mut source)?)
         .context("premultiplying alpha")?;
     let made = cascade_premultiplied(source, targets, |_, _| {})?;
     for (index, image) in made.into_iter().enumerate() {
         // The cascade is over: nothing else holds the image, so this moves it.
         let mut image = Arc::unwrap_or_clone(image);
-        mul_div
-            .divide_alpha_inplace(&mut view_mut(&mut image)?)
+        resize_kernels::divide_alpha(&mul_div, &mut view_mut(&mut image)?)
             .context("dividing alpha")?;
         each(index, Arc::new(image));
     }
@@ -130,8 +129,7 @@ fn resize(
     let src = ImageRef::new(from.width, from.height, &from.data, pixel_type)
         .context("a pixel buffer that does not match its size")?;
     let mut dst = Image::new(width, height, pixel_type);
-    resizer
-        .resize(&src, &mut dst, options)
+    resize_kernels::resize(resizer, &src, &mut dst, options)
         .with_context(|| format!("resizing to {width}x{height}"))?;
     Ok(Pixels {
         width,
