@@ -222,6 +222,7 @@ macro_rules! contract {
                 images::images,
                 images::image_sub_ids,
                 images::image_logos_and_sub_ids,
+                images::logos_of_another_sub_id_are_refused,
                 images::image_ids_allocated_and_settled,
                 image_deletes::image_deletes,
                 image_deletes::image_logos_refuse_deletes,
