@@ -176,6 +176,24 @@ pub fn replace(
         .collect()
 }
 
+/// Bytes of these locations as stored: compact JSON, with their ids.
+pub fn stored_bytes<'a>(locations: impl IntoIterator<Item = &'a LocationFields>) -> usize {
+    locations
+        .into_iter()
+        .map(|l| serde_json::to_vec(l).map_or(usize::MAX, |v| v.len()) + STORED_ID_BYTES)
+        .fold(2, usize::saturating_add)
+}
+
+/// Bytes of a business's services and locations as stored (each service with its quotes
+/// and separator): what a write of them stores beside the business record.
+pub fn details_bytes<'a>(
+    services: &[String],
+    locations: impl IntoIterator<Item = &'a LocationFields>,
+) -> u64 {
+    let services = services.iter().map(|s| s.len() + 3).sum::<usize>();
+    u64::try_from(services.saturating_add(stored_bytes(locations))).unwrap_or(u64::MAX)
+}
+
 /// Parses `locations` of a body: absent is `None`; null is no locations. Errors are named
 /// by their path (`locations.0.phones.1.number`).
 pub fn parse_locations(
@@ -208,10 +226,7 @@ pub fn parse_locations(
     if !ok {
         return None;
     }
-    let stored: usize = parsed
-        .iter()
-        .map(|l| serde_json::to_vec(&l.fields).map_or(usize::MAX, |v| v.len()) + STORED_ID_BYTES)
-        .fold(2, usize::saturating_add);
+    let stored = stored_bytes(parsed.iter().map(|l| &l.fields));
     if stored > MAX_LOCATIONS_BYTES {
         fields.add(
             "locations",

@@ -12,6 +12,7 @@ use http::{Method, Request, Response};
 
 use crate::api::admission::Admission;
 use crate::api::body::{body_too_large_for, RequestBody};
+use crate::api::budgets::KeyWrites;
 use crate::api::request_log::{self, RequestLog};
 use crate::api::{
     allowed_methods, error_response, header, idempotency, json_response, params, route, set_header,
@@ -270,6 +271,12 @@ impl App {
     ) -> Result<Response<Bytes>> {
         let caller = &auth.caller;
         let services = &self.services;
+        let budget = KeyWrites {
+            store: services.store.as_ref(),
+            settings: services.config.budgets,
+            auth,
+            now: services.clock.now(),
+        };
         let id = || {
             route
                 .id
@@ -278,8 +285,10 @@ impl App {
         let reply = match route.operation {
             Operation::BusinessList => business::list(services, caller, params).await,
             Operation::BusinessGet => business::get(services, caller, id()?).await,
-            Operation::BusinessCreate => business::create(services, caller, body).await,
-            Operation::BusinessUpdate => business::update(services, caller, id()?, body).await,
+            Operation::BusinessCreate => business::create(services, caller, body, &budget).await,
+            Operation::BusinessUpdate => {
+                business::update(services, caller, id()?, body, &budget).await
+            }
             Operation::ImageList => image::list(services, caller, params).await,
             Operation::ImageGet => image::get(services, caller, id()?).await,
             Operation::ImageDelete => image::delete(services, caller, id()?).await,

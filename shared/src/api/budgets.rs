@@ -11,8 +11,9 @@ use std::sync::Mutex;
 
 use crate::api::Operation;
 use crate::auth::Authenticated;
-use crate::config::RequestBudgets;
+use crate::config::{RequestBudgets, STORED_BYTES_PER_REQUEST};
 use crate::error::{ApiError, Result};
+use crate::operations::WriteBudget;
 use crate::store::{budget_window, BudgetDecision, BudgetKind, BudgetStore};
 
 /// The keys and kinds this process saw refused in the current window.
@@ -97,7 +98,7 @@ impl Budgets {
             if limit == 0 {
                 return Ok(BudgetDecision::Admitted);
             }
-            store.consume_budget(&auth.key, kind, limit, now).await
+            store.consume_budget(&auth.key, kind, limit, 1, now).await
         };
         let decisions = tokio::try_join!(draw(first, first_limit), draw(second, second_limit))?;
         for (kind, limit, decision) in [
@@ -130,6 +131,68 @@ impl Budgets {
         }
         if refused.window == window {
             refused.spent.insert((key.to_string(), kind));
+        }
+    }
+}
+
+/// The requests' worth a write storing `bytes` pays beyond the request itself: one per
+/// started [`STORED_BYTES_PER_REQUEST`] past the first. At most the rest of a minute's
+/// `limit`, so that every write fits a fresh window.
+pub fn stored_cost(bytes: u64, limit: u64) -> u64 {
+    bytes
+        .div_ceil(STORED_BYTES_PER_REQUEST)
+        .saturating_sub(1)
+        .min(limit.saturating_sub(1))
+}
+
+/// One admitted request's key budget, as its write draws on it for what it stores. A
+/// refusal here is not remembered as a spent budget: smaller requests may still fit.
+pub struct KeyWrites<'a> {
+    pub store: &'a dyn BudgetStore,
+    pub settings: RequestBudgets,
+    pub auth: &'a Authenticated,
+    pub now: i64,
+}
+
+#[async_trait::async_trait]
+impl WriteBudget for KeyWrites<'_> {
+    async fn pay_for_stored(&self, bytes: u64) -> Result<()> {
+        let limit = self.settings.requests_per_minute;
+        let tokens = stored_cost(bytes, limit);
+        if limit == 0 || tokens == 0 {
+            return Ok(());
+        }
+        let decision = self
+            .store
+            .consume_budget(
+                &self.auth.key,
+                BudgetKind::Requests,
+                limit,
+                tokens,
+                self.now,
+            )
+            .await?;
+        match decision {
+            BudgetDecision::Admitted => Ok(()),
+            BudgetDecision::Refused { retry_after } => {
+                tracing::info!(
+                    account_id = self.auth.caller.account_id,
+                    bytes,
+                    tokens,
+                    limit,
+                    retry_after,
+                    "write over budget"
+                );
+                Err(ApiError::TooManyRequests {
+                    message: format!(
+                        "Storing {bytes} bytes of services and locations costs {tokens} more \
+                         requests (one per started 4 KB past the first) than this key has left \
+                         of its budget of {limit} requests a minute; retry after {retry_after} \
+                         seconds."
+                    ),
+                    retry_after_secs: retry_after,
+                })
+            }
         }
     }
 }
@@ -172,6 +235,20 @@ mod tests {
         let refused = budgets.refused.lock().expect("lock");
         assert_eq!(refused.window, 660);
         assert_eq!(refused.spent.len(), 1, "the older window's entry is gone");
+    }
+
+    #[test]
+    fn a_write_pays_one_request_per_started_4_kb_past_the_first_at_most_a_minute() {
+        assert_eq!(stored_cost(0, 1_200), 0);
+        assert_eq!(stored_cost(4_096, 1_200), 0);
+        assert_eq!(stored_cost(4_097, 1_200), 1);
+        assert_eq!(stored_cost(251_000, 1_200), 61);
+        assert_eq!(
+            stored_cost(251_000, 10),
+            9,
+            "never more than a fresh minute holds"
+        );
+        assert_eq!(stored_cost(251_000, 0), 0);
     }
 
     #[test]

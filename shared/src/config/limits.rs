@@ -245,6 +245,13 @@ pub const DEFAULT_REQUESTS_PER_MINUTE: u64 = 1_200;
 /// CPU, up to 25 MiB fetched) and writes six files.
 pub const DEFAULT_UPLOADS_PER_MINUTE: u64 = 60;
 
+/// A write that stores a business's services and locations costs one request of its key's
+/// budget per started 4 KB of them (the request itself pays for the first): a maximal
+/// business (about 250 KB) costs 62. DynamoDB charges a transactional write 2 write units
+/// per started KB, so this keeps a key's write units within a fixed multiple of its
+/// request budget whatever it stores (docs/budgets.md).
+pub const STORED_BYTES_PER_REQUEST: u64 = 4_096;
+
 impl Default for RequestBudgets {
     fn default() -> Self {
         RequestBudgets {

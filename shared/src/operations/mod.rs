@@ -41,6 +41,15 @@ pub trait ImageUploads: Send + Sync {
     async fn upload(&self, services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply>;
 }
 
+/// What a write pays, before it writes, for the services and locations it stores: its
+/// key's request budget once more per started [`crate::config::STORED_BYTES_PER_REQUEST`]
+/// bytes past the first (the HTTP layer, which admitted the request, implements it).
+#[async_trait::async_trait]
+pub trait WriteBudget: Send + Sync {
+    /// Pays for storing `bytes`, or refuses the write (429, saying when to retry).
+    async fn pay_for_stored(&self, bytes: u64) -> Result<()>;
+}
+
 /// An operation's answer: a status, a JSON body (none for 204), and the new resource's URI
 /// for a create. The HTTP layer turns it into a response.
 #[derive(Debug, Clone, PartialEq)]

@@ -166,14 +166,16 @@ pub fn budget_window(now: i64) -> (i64, u64) {
 /// Per-key request budgets: counters per key, kind and window.
 #[async_trait]
 pub trait BudgetStore: Send + Sync {
-    /// Counts one request of `kind` against `key`'s budget of `limit` (at least 1) in the
-    /// window `now` falls in. Atomic: however many calls run at once, at most `limit` of a
-    /// window are admitted. A refused call changes nothing that a later window sees.
+    /// Counts `tokens` (at least 1, at most `limit`) of `kind` against `key`'s budget of
+    /// `limit` (at least 1) in the window `now` falls in: all of them, or none (refused).
+    /// Atomic: however many calls run at once, at most `limit` tokens of a window are
+    /// admitted. A refused call changes nothing that a later window sees.
     async fn consume_budget(
         &self,
         key: &str,
         kind: BudgetKind,
         limit: u64,
+        tokens: u64,
         now: i64,
     ) -> Result<BudgetDecision>;
 }

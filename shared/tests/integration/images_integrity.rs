@@ -275,9 +275,12 @@ impl BudgetStore for FaultyImages {
         key: &str,
         kind: BudgetKind,
         limit: u64,
+        tokens: u64,
         now: i64,
     ) -> Result<BudgetDecision> {
-        self.inner.consume_budget(key, kind, limit, now).await
+        self.inner
+            .consume_budget(key, kind, limit, tokens, now)
+            .await
     }
 }
 

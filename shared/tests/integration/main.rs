@@ -10,6 +10,7 @@
 //! `cargo test -p sitehost --test integration store_contract::` runs one suite.
 
 mod auth;
+mod budget_figures;
 mod cloudfront_events;
 mod double_behaviour;
 mod dynamodb_busy;

@@ -51,6 +51,7 @@ impl BudgetCounters {
         key: &str,
         kind: BudgetKind,
         limit: u64,
+        tokens: u64,
         now: i64,
     ) -> BudgetDecision {
         let (window, _) = budget_window(now);
@@ -76,8 +77,9 @@ impl BudgetCounters {
         // one (spent.window > window): never more than `limit` in any window.
         let retry_after = (spent.window + crate::store::BUDGET_WINDOW_SECS - now).max(1) as u64;
         let count = spent.count(kind);
-        if *count < limit {
-            *count += 1;
+        // All the tokens or none: a refused large draw leaves the rest for small ones.
+        if count.saturating_add(tokens) <= limit {
+            *count += tokens;
             BudgetDecision::Admitted
         } else {
             BudgetDecision::Refused { retry_after }
@@ -92,9 +94,10 @@ impl BudgetStore for SqliteStore {
         key: &str,
         kind: BudgetKind,
         limit: u64,
+        tokens: u64,
         now: i64,
     ) -> Result<BudgetDecision> {
-        Ok(self.budgets.consume(key, kind, limit, now))
+        Ok(self.budgets.consume(key, kind, limit, tokens, now))
     }
 }
 
@@ -107,13 +110,13 @@ mod tests {
         let counters = BudgetCounters::default();
         for key in ["a", "b", "c"] {
             assert_eq!(
-                counters.consume(key, BudgetKind::Requests, 1, 600),
+                counters.consume(key, BudgetKind::Requests, 1, 1, 600),
                 BudgetDecision::Admitted
             );
         }
         assert_eq!(counters.windows.lock().expect("lock").by_key.len(), 3);
         assert_eq!(
-            counters.consume("a", BudgetKind::Requests, 1, 660),
+            counters.consume("a", BudgetKind::Requests, 1, 1, 660),
             BudgetDecision::Admitted
         );
         assert_eq!(counters.windows.lock().expect("lock").by_key.len(), 1);
@@ -123,11 +126,11 @@ mod tests {
     fn a_late_request_counts_in_the_newer_window() {
         let counters = BudgetCounters::default();
         assert_eq!(
-            counters.consume("a", BudgetKind::Uploads, 1, 660),
+            counters.consume("a", BudgetKind::Uploads, 1, 1, 660),
             BudgetDecision::Admitted
         );
         assert_eq!(
-            counters.consume("a", BudgetKind::Uploads, 1, 659),
+            counters.consume("a", BudgetKind::Uploads, 1, 1, 659),
             BudgetDecision::Refused { retry_after: 61 }
         );
     }

@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::rows::{
-    business_columns, business_from_row, fetch_business, image_exists, BUSINESS_COLUMNS,
-    BUSINESS_COLUMN_COUNT,
+    business_columns, business_from_row, fetch_business, image_exists, image_sub_id,
+    BUSINESS_COLUMNS, BUSINESS_COLUMN_COUNT,
 };
 use super::{add_to_counters, db_error, next_id, ListQuery, SqliteStore};
 use crate::business::{
@@ -162,6 +162,25 @@ fn fetch_detail(conn: &Connection, account_id: i64, id: i64) -> Result<Option<Bu
     }))
 }
 
+/// A logo must be an image of the account that the key may see, of the business's sub id
+/// or of none (`rules::logo_fits`).
+fn check_logo(
+    tx: &Transaction,
+    account_id: i64,
+    logo: i64,
+    business_sub: Option<&str>,
+    restrict_sub_id: Option<&str>,
+) -> Result<()> {
+    if !image_exists(tx, account_id, logo, restrict_sub_id)? {
+        return Err(rules::no_such_logo(logo));
+    }
+    match image_sub_id(tx, account_id, logo)? {
+        Some(image_sub) if rules::logo_fits(image_sub.as_deref(), business_sub) => Ok(()),
+        Some(_) => Err(rules::logo_of_another_sub_id(logo)),
+        None => Err(rules::no_such_logo(logo)),
+    }
+}
+
 #[async_trait]
 impl BusinessStore for SqliteStore {
     async fn create_business(
@@ -172,9 +191,7 @@ impl BusinessStore for SqliteStore {
     ) -> Result<BusinessDetail> {
         self.write(|tx| {
             if let Some(logo) = new.logo_image_id {
-                if !image_exists(tx, account_id, logo, None)? {
-                    return Err(rules::no_such_logo(logo));
-                }
+                check_logo(tx, account_id, logo, new.partner_sub_id.as_deref(), None)?;
             }
             let id = next_id(tx, "business")?;
             let ids = location_ids(tx, new.locations.len())?;
@@ -227,9 +244,8 @@ impl BusinessStore for SqliteStore {
             }
             let business = &detail.business;
             if let Some(logo) = rules::new_logo(&before.business, business) {
-                if !image_exists(tx, account_id, logo, restrict_sub_id)? {
-                    return Err(rules::no_such_logo(logo));
-                }
+                let business_sub = business.partner_sub_id.as_deref();
+                check_logo(tx, account_id, logo, business_sub, restrict_sub_id)?;
             }
             write_business(tx, business)?;
             if (&before.services, &before.locations) != (&detail.services, &detail.locations) {

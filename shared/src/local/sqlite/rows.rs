@@ -90,3 +90,17 @@ pub(super) fn image_exists(
     .and_then(|mut s| s.exists(params![image_id, account_id, restrict_sub_id]))
     .map_err(db_error)
 }
+
+/// The sub id of an image of the account: `None` when there is no such image.
+pub(super) fn image_sub_id(
+    tx: &Transaction,
+    account_id: i64,
+    image_id: i64,
+) -> Result<Option<Option<String>>> {
+    tx.prepare_cached("SELECT partner_sub_id FROM images WHERE id = ?1 AND account_id = ?2")
+        .and_then(|mut s| {
+            s.query_row(params![image_id, account_id], |row| row.get(0))
+                .optional()
+        })
+        .map_err(db_error)
+}

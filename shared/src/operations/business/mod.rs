@@ -8,11 +8,12 @@ mod view;
 
 use serde_json::Value;
 
-use super::{Reply, Services};
+use super::{Reply, Services, WriteBudget};
 use crate::account::Caller;
 use crate::business::{BusinessDetail, BusinessPatch, NewBusiness};
 use crate::error::{ApiError, Result};
 use crate::image_record::{ImageFilter, ImageQuery};
+use crate::location;
 use crate::operations::images;
 use crate::operations::listing::{envelope, Paging};
 use crate::validate::json_object;
@@ -121,7 +122,13 @@ pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply>
     ))
 }
 
-pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
+/// Creates a business, once its key's budget has paid for what it stores.
+pub async fn create(
+    services: &Services,
+    caller: &Caller,
+    body: &[u8],
+    budget: &dyn WriteBudget,
+) -> Result<Reply> {
     let body = json_object(body)?;
     let new = NewBusiness::from_json(&body, caller)?;
     IgnoredFields::of(&body, true).log();
@@ -137,6 +144,8 @@ pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result
             return Err(crate::store::rules::no_such_logo(logo));
         }
     }
+    let stored = location::details_bytes(&new.services, new.locations.iter().map(|l| &l.fields));
+    budget.pay_for_stored(stored).await?;
     let business = services
         .store
         .create_business(caller.account_id, new, services.clock.now())
@@ -154,10 +163,32 @@ pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result
     ))
 }
 
-pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) -> Result<Reply> {
+/// Updates a business; one that replaces its services or locations first pays for what it
+/// will store.
+pub async fn update(
+    services: &Services,
+    caller: &Caller,
+    id: i64,
+    body: &[u8],
+    budget: &dyn WriteBudget,
+) -> Result<Reply> {
     let body = json_object(body)?;
     let patch = BusinessPatch::from_json(&body, id, caller)?;
     IgnoredFields::of(&body, false).log();
+    if patch.services.is_some() || patch.locations.is_some() {
+        // The stored item holds both lists, so a patch of one rewrites the other too: what
+        // it stores is known only from the current detail (one more read, an eighth of
+        // the write's units or less).
+        let current = visible(services, caller, id).await?;
+        let stored = location::details_bytes(
+            patch.services.as_ref().unwrap_or(&current.services),
+            match &patch.locations {
+                Some(given) => given.iter().map(|l| &l.fields).collect::<Vec<_>>(),
+                None => current.locations.iter().map(|l| &l.fields).collect(),
+            },
+        );
+        budget.pay_for_stored(stored).await?;
+    }
     let business = services
         .store
         .update_business(

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use super::items::{self, name_sort_key, Kind, Seq};
 use super::reads::ScopeList;
 use super::records;
-use super::transactions::{NewEntries, TxOutcome};
+use super::transactions::{LogoOf, NewEntries, TxOutcome};
 use super::{backoff, busy, spread, DynamoStore, MAX_ATTEMPTS};
 
 /// Attempts of one update transaction cancelled for conflicts before the update reads the
@@ -13,9 +13,9 @@ use super::{backoff, busy, spread, DynamoStore, MAX_ATTEMPTS};
 const UPDATE_TX_ATTEMPTS: u32 = 3;
 use crate::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::error::{ApiError, Result};
-use crate::store::rules::{new_logo, no_such_logo, ScopeChange};
+use crate::store::rules::{logo_of_another_sub_id, new_logo, no_such_logo, ScopeChange};
 use crate::store::scope;
-use crate::store::{BusinessStore, Page};
+use crate::store::{BusinessStore, ImageStore, Page};
 
 fn cancelled(what: &str, codes: &[String]) -> ApiError {
     ApiError::internal(format!("dynamodb {what} cancelled: {codes:?}"))
@@ -66,6 +66,23 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// Why a logo's mark failed its condition: no such image (that the key may see), or
+    /// one of another sub id than the business's. Read only on that refusal.
+    async fn logo_refusal(
+        &self,
+        account_id: i64,
+        logo: i64,
+        restrict_sub_id: Option<&str>,
+    ) -> ApiError {
+        match self.get_image(account_id, logo).await {
+            Ok(Some(image)) if image.visible_to(restrict_sub_id) => logo_of_another_sub_id(logo),
+            Ok(_) => no_such_logo(logo),
+            Err(err) => err,
+        }
+    }
+}
+
 /// A business read for its detail or an update.
 struct ReadDetail {
     detail: BusinessDetail,
@@ -100,7 +117,12 @@ impl BusinessStore for DynamoStore {
         let actions = || {
             let mut actions = Vec::with_capacity(2 + 2 * scopes.len());
             if let Some(logo) = logo {
-                actions.push(self.mark_logo(logo, account_id, None, id)?);
+                actions.push(self.mark_logo(
+                    logo,
+                    account_id,
+                    LogoOf::Business(business.partner_sub_id.as_deref()),
+                    id,
+                )?);
             }
             actions.push(self.put_new(records::business_item(business, 1))?);
             if with_details {
@@ -116,7 +138,9 @@ impl BusinessStore for DynamoStore {
             TxOutcome::Committed => Ok(detail),
             TxOutcome::Busy(_) => Err(busy("create business")),
             TxOutcome::Cancelled(codes) => match logo {
-                Some(logo) if TxOutcome::failed_condition(&codes, 0) => Err(no_such_logo(logo)),
+                Some(logo) if TxOutcome::failed_condition(&codes, 0) => {
+                    Err(self.logo_refusal(account_id, logo, None).await)
+                }
                 _ => Err(cancelled("create business", &codes)),
             },
         }
@@ -174,6 +198,14 @@ impl BusinessStore for DynamoStore {
 
             let change = ScopeChange::between(&before_scopes, &after_scopes);
             let logo = new_logo(before, business);
+            let business_sub = business.partner_sub_id.as_deref();
+            // A restricted key may use only its sub id's images, which fit only a business
+            // of that sub id: moving the business elsewhere with its logo cannot pass.
+            if let (Some(logo), Some(sub)) = (logo, restrict_sub_id) {
+                if business_sub != Some(sub) {
+                    return Err(self.logo_refusal(account_id, logo, restrict_sub_id).await);
+                }
+            }
             // The logo it no longer has loses this business's mark (delete_image checks it).
             let old_logo = before
                 .logo_image_id
@@ -225,12 +257,11 @@ impl BusinessStore for DynamoStore {
                 }
                 logo_index = actions.len();
                 if let Some(logo) = logo {
-                    actions.push(self.mark_logo(
-                        logo,
-                        account_id,
-                        restrict_sub_id.map(Some),
-                        id,
-                    )?);
+                    let of = match restrict_sub_id {
+                        Some(sub) => LogoOf::SubId(sub),
+                        None => LogoOf::Business(business_sub),
+                    };
+                    actions.push(self.mark_logo(logo, account_id, of, id)?);
                 }
                 Ok(actions)
             };
@@ -253,7 +284,7 @@ impl BusinessStore for DynamoStore {
             if !lost_race {
                 return match logo {
                     Some(logo) if TxOutcome::failed_condition(&codes, logo_index) => {
-                        Err(no_such_logo(logo))
+                        Err(self.logo_refusal(account_id, logo, restrict_sub_id).await)
                     }
                     _ => Err(cancelled("update business", &codes)),
                 };

@@ -8,7 +8,7 @@
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 
 use super::items::{self, n, PK, SK};
-use super::transactions::TxOutcome;
+use super::transactions::{LogoOf, TxOutcome};
 use super::{aws_error, build_error, busy, DynamoStore, MAX_ATTEMPTS};
 use crate::error::{ApiError, Result};
 
@@ -91,7 +91,7 @@ impl DynamoStore {
                     .condition_check(still_logo)
                     .build(),
                 // The barred item of a deleted image has no account, so it fails too.
-                self.mark_logo(logo, account, None, business)?,
+                self.mark_logo(logo, account, LogoOf::Any, business)?,
             ])
         };
         match self.transact("mark a logo", MAX_ATTEMPTS, actions).await? {

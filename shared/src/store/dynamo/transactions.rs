@@ -2,6 +2,7 @@
 //! and the actions they are made of (puts, deletes, counter `ADD`s, logo marks).
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::builders::UpdateBuilder;
 use aws_sdk_dynamodb::types::{Delete, Put, ReturnConsumedCapacity, TransactWriteItem, Update};
 
 use super::items::{self, n, s, Item, Kind, PK};
@@ -48,6 +49,17 @@ impl TxOutcome {
 /// The number set `{business}` of a logo mark.
 fn logo_set(business: i64) -> aws_sdk_dynamodb::types::AttributeValue {
     aws_sdk_dynamodb::types::AttributeValue::Ns(vec![business.to_string()])
+}
+
+/// Which images [`DynamoStore::mark_logo`] may mark.
+pub(super) enum LogoOf<'a> {
+    /// Any image of the account (re-marking the logos businesses already have).
+    Any,
+    /// Only an image of this sub id (what a sub-restricted key may reference).
+    SubId(&'a str),
+    /// An image fit for a business of this sub id or of none: one of the business's sub id,
+    /// or one without a sub id (`rules::logo_fits`).
+    Business(Option<&'a str>),
 }
 
 impl DynamoStore {
@@ -181,16 +193,15 @@ impl DynamoStore {
     }
 
     /// Marks an image as the logo of `business` (`ADD logo_of :b`, a number set), on the
-    /// condition that the image exists in the account and, with `sub`, has that sub id:
-    /// `Some(Some(s))` asks for sub id `s`, `Some(None)` for none, `None` for any. The mark
-    /// is what `delete_image` refuses on, and both write the image item, so a delete and a
+    /// condition that the image exists in the account and is one `of` allows. The mark is
+    /// what `delete_image` refuses on, and both write the image item, so a delete and a
     /// business write that sets the logo never both succeed (DynamoDB serializes
     /// transactions on one item).
     pub(super) fn mark_logo(
         &self,
         image: i64,
         account_id: i64,
-        sub: Option<Option<&str>>,
+        of: LogoOf<'_>,
         business: i64,
     ) -> Result<TransactWriteItem> {
         let update = Update::builder()
@@ -201,16 +212,25 @@ impl DynamoStore {
             .expression_attribute_values(":b", logo_set(business))
             .expression_attribute_names("#a", "account_id")
             .expression_attribute_values(":a", n(account_id));
-        let update = match sub {
-            None => update.condition_expression("#a = :a"),
-            Some(sub) => {
-                let update = update.expression_attribute_names("#s", "partner_sub_id");
-                match sub {
-                    Some(sub) => update
-                        .condition_expression("#a = :a AND #s = :s")
-                        .expression_attribute_values(":s", s(sub)),
-                    None => update.condition_expression("#a = :a AND attribute_not_exists(#s)"),
-                }
+        let with_sub = |update: UpdateBuilder, condition: &str, sub: Option<&str>| {
+            let update = update
+                .expression_attribute_names("#s", "partner_sub_id")
+                .condition_expression(condition);
+            match sub {
+                Some(sub) => update.expression_attribute_values(":s", s(sub)),
+                None => update,
+            }
+        };
+        let update = match of {
+            LogoOf::Any => update.condition_expression("#a = :a"),
+            LogoOf::SubId(sub) => with_sub(update, "#a = :a AND #s = :s", Some(sub)),
+            LogoOf::Business(Some(sub)) => with_sub(
+                update,
+                "#a = :a AND (attribute_not_exists(#s) OR #s = :s)",
+                Some(sub),
+            ),
+            LogoOf::Business(None) => {
+                with_sub(update, "#a = :a AND attribute_not_exists(#s)", None)
             }
         };
         Ok(TransactWriteItem::builder()

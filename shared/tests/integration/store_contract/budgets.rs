@@ -12,10 +12,46 @@ async fn draw(
     limit: u64,
     now: i64,
 ) -> BudgetDecision {
+    draw_many(store, key, kind, limit, 1, now).await
+}
+
+async fn draw_many(
+    store: &SharedStore,
+    key: &str,
+    kind: BudgetKind,
+    limit: u64,
+    tokens: u64,
+    now: i64,
+) -> BudgetDecision {
     store
-        .consume_budget(key, kind, limit, now)
+        .consume_budget(key, kind, limit, tokens, now)
         .await
         .expect("consume_budget")
+}
+
+/// A draw of several tokens (a write paying for its bytes) is all or nothing: refused, it
+/// leaves what is left to smaller draws, also when a large budget is drawn in chunks.
+pub async fn many_tokens_at_once(store: SharedStore) {
+    use BudgetDecision::{Admitted, Refused};
+    use BudgetKind::Requests;
+    let many = |key: &'static str, limit: u64, tokens: u64, second: i64| {
+        let store = store.clone();
+        async move { draw_many(&store, key, Requests, limit, tokens, WINDOW + second).await }
+    };
+    assert_eq!(many("m", 10, 6, 0).await, Admitted);
+    assert_eq!(many("m", 10, 6, 1).await, Refused { retry_after: 59 });
+    assert_eq!(many("m", 10, 4, 2).await, Admitted);
+    assert_eq!(many("m", 10, 1, 3).await, Refused { retry_after: 57 });
+    // 4,000 a minute: single draws take chunks of 1, 2, 4, 8 tokens.
+    assert_eq!(many("big", 4_000, 1, 0).await, Admitted);
+    assert_eq!(many("big", 4_000, 3_990, 1).await, Admitted);
+    assert_eq!(many("big", 4_000, 20, 2).await, Refused { retry_after: 58 });
+    let mut singles = 0;
+    while many("big", 4_000, 1, 3).await == Admitted {
+        singles += 1;
+        assert!(singles <= 9, "more than the limit admitted");
+    }
+    assert_eq!(singles, 9, "exactly the limit is admitted in all");
 }
 
 pub async fn budgets(store: SharedStore) {
@@ -90,7 +126,7 @@ pub async fn concurrent_budget_draws(store: SharedStore) {
             let store = store.clone();
             tokio::spawn(async move {
                 store
-                    .consume_budget("busy", BudgetKind::Requests, 10, WINDOW + 5 + i % 3)
+                    .consume_budget("busy", BudgetKind::Requests, 10, 1, WINDOW + 5 + i % 3)
                     .await
             })
         })
@@ -130,6 +166,7 @@ pub async fn large_budgets_admit_exactly_their_limit(store: SharedStore) {
                             "large",
                             BudgetKind::Requests,
                             limit,
+                            1,
                             WINDOW + (wave + i) % 50,
                         )
                         .await

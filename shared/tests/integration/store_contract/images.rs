@@ -9,8 +9,8 @@ use sitehost::store::{Page, SharedStore};
 use sitehost::ApiError;
 
 use super::fixtures::{
-    account, assert_field_error, create, image, list_images, new_business, new_image, patch, DAY1,
-    DAY2,
+    account, all, assert_field_error, create, image, list_images, new_business, new_image, patch,
+    total, DAY1, DAY2,
 };
 
 fn image_ids(page: &Page<Image>) -> Vec<i64> {
@@ -307,13 +307,21 @@ pub async fn image_logos_and_sub_ids(store: SharedStore) {
         .expect("update")
         .expect("visible");
     assert_eq!(with_north.business.logo_image_id, Some(north_image.id));
-    // An unrestricted update may use any image of the account.
-    let with_south = patch(&store, a, b.id, set_logo(south_image.id), DAY2).await;
-    assert_eq!(with_south.logo_image_id, Some(south_image.id));
-    // Writing back the logo the business has (plus a change) is no new reference.
+    // An unrestricted update may use an image of the business's sub id or of none, never
+    // one of another sub id (which that sub could then never delete).
+    assert_field_error(
+        store
+            .update_business(a, b.id, None, set_logo(south_image.id), DAY2)
+            .await,
+        "logo_image_id",
+    );
+    let with_plain = patch(&store, a, b.id, set_logo(plain_image.id), DAY2).await;
+    assert_eq!(with_plain.logo_image_id, Some(plain_image.id));
+    // Writing back the logo the business has (plus a change) is no new reference, though
+    // a key of sub id north cannot see an image without a sub id.
     let written_back = BusinessPatch {
         business_name: Some("North Two".into()),
-        ..set_logo(south_image.id)
+        ..set_logo(plain_image.id)
     };
     let renamed = store
         .update_business(a, b.id, Some("north"), written_back, DAY2)
@@ -325,8 +333,93 @@ pub async fn image_logos_and_sub_ids(store: SharedStore) {
             renamed.business.business_name.as_str(),
             renamed.business.logo_image_id
         ),
-        ("North Two", Some(south_image.id))
+        ("North Two", Some(plain_image.id))
     );
+}
+
+/// A logo is an image of its business's sub id, or of none: a create or an update (a new
+/// logo, or a new sub id keeping its logo) with one of another sub id is a 400 on
+/// `logo_image_id`, whatever the key, and writes nothing.
+pub async fn logos_of_another_sub_id_are_refused(store: SharedStore) {
+    let a = account(&store, "acme").await;
+    let south_image = image(
+        &store,
+        a,
+        image_of_sub("img/upload/s.jpg", None, Some("south")),
+        DAY1,
+    )
+    .await;
+    let plain_image = image(
+        &store,
+        a,
+        image_of_sub("img/upload/p.jpg", None, None),
+        DAY1,
+    )
+    .await;
+    let with_logo = |name: &str, sub: Option<&str>, logo: i64| NewBusiness {
+        partner_sub_id: sub.map(str::to_string),
+        logo_image_id: Some(logo),
+        ..new_business(name)
+    };
+    for sub in [Some("north"), None] {
+        assert_field_error(
+            store
+                .create_business(a, with_logo("Refused", sub, south_image.id), DAY1)
+                .await,
+            "logo_image_id",
+        );
+    }
+    assert_eq!(total(&store, a, all()).await, 0, "nothing was created");
+    let south = create(
+        &store,
+        a,
+        with_logo("South", Some("south"), south_image.id),
+        DAY1,
+    )
+    .await;
+    create(
+        &store,
+        a,
+        with_logo("Plain", Some("north"), plain_image.id),
+        DAY1,
+    )
+    .await;
+    // Moving the south business to north keeps its logo of south: refused, for any key.
+    let to_north = BusinessPatch {
+        partner_sub_id: Some(Some("north".into())),
+        ..Default::default()
+    };
+    for key_sub in [None, Some("south")] {
+        assert_field_error(
+            store
+                .update_business(a, south.id, key_sub, to_north.clone(), DAY2)
+                .await,
+            "logo_image_id",
+        );
+    }
+    assert_eq!(
+        store.get_business(a, south.id).await.expect("get"),
+        Some(south.clone())
+    );
+    // With a logo of no sub id (or none) it may move.
+    let moved = patch(
+        &store,
+        a,
+        south.id,
+        BusinessPatch {
+            logo_image_id: Some(Some(plain_image.id)),
+            ..to_north
+        },
+        DAY2,
+    )
+    .await;
+    assert_eq!(moved.partner_sub_id.as_deref(), Some("north"));
+    // South's image has no business left: south's own key deletes it.
+    assert!(store
+        .delete_image(a, south_image.id, Some("south"))
+        .await
+        .expect("delete")
+        .is_some());
 }
 
 /// Ids taken ahead of the record, and settling an id whose record write had an unknown

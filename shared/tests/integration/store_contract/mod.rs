@@ -18,6 +18,7 @@ mod keys_and_nonces;
 mod listing;
 mod locations;
 mod logo_marks;
+mod write_budgets;
 
 use crate::support;
 
@@ -222,6 +223,7 @@ macro_rules! contract {
                 images::images,
                 images::image_sub_ids,
                 images::image_logos_and_sub_ids,
+                images::logos_of_another_sub_id_are_refused,
                 images::image_ids_allocated_and_settled,
                 image_deletes::image_deletes,
                 image_deletes::image_logos_refuse_deletes,
@@ -230,8 +232,11 @@ macro_rules! contract {
                 concurrency::concurrent_patches,
                 concurrency::concurrent_deletes_restores_and_renames,
                 budgets::budgets,
+                budgets::many_tokens_at_once,
                 budgets::concurrent_budget_draws,
                 budgets::large_budgets_admit_exactly_their_limit,
+                write_budgets::maximal_creates_pay_for_their_bytes,
+                write_budgets::updates_of_details_pay_for_what_they_rewrite,
                 idempotency::idempotency_keys,
                 idempotency::concurrent_idempotency_claims,
                 idempotent_creates::another_subs_key_and_body_create_anew,
