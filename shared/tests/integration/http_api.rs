@@ -1247,6 +1247,37 @@ async fn business_names_refuse_format_characters_and_are_stored_nfc() {
     assert_eq!(got.body["business_name"], "Cr\u{E8}me");
 }
 
+/// Names that render blank (fillers, the blank Braille pattern, marks alone) are a 400
+/// naming the field, for a business and for a location, and nothing is created.
+#[tokio::test]
+async fn names_that_render_blank_are_400_naming_the_field() {
+    let server = TestApp::spawn().await;
+    let client = server.client("agency", None).await;
+    let blank = "This field may not be blank: it must contain a visible letter, digit or symbol.";
+    for name in ["\u{3164}", "\u{FFA0}", "\u{2800}", "\u{301}\u{301}"] {
+        let reply = client
+            .post("/api/v2/businesses/", &json!({"business_name": name}))
+            .await
+            .expect("create");
+        assert_eq!(reply.status, 400, "{name:?}: {}", reply.body);
+        assert_eq!(reply.body, json!({"business_name": [blank]}));
+        let reply = client
+            .post(
+                "/api/v2/businesses/",
+                &json!({"business_name": "Harbour Cafe", "locations": [{"location_name": name}]}),
+            )
+            .await
+            .expect("create");
+        assert_eq!(reply.status, 400, "{name:?}: {}", reply.body);
+        assert_eq!(
+            reply.body,
+            json!({"locations": {"0": {"location_name": [blank]}}})
+        );
+    }
+    let list = client.get("/api/v2/businesses/").await.expect("list");
+    assert_eq!(list.body["meta"]["total_count"], 0);
+}
+
 #[tokio::test]
 async fn conflicting_duplicate_query_parameters_are_400_on_every_list() {
     let server = TestApp::spawn().await;
