@@ -493,8 +493,7 @@ mod tests {
         }
         // A filler beside a letter shows the letter.
         assert!(
-            NewBusiness::from_json(&body(json!({"business_name": "\u{3164}K"})), &caller())
-                .is_ok()
+            NewBusiness::from_json(&body(json!({"business_name": "\u{3164}K"})), &caller()).is_ok()
         );
     }
 
