@@ -232,6 +232,10 @@ fn parse_name(fields: &mut FieldErrors, value: &Value) -> Option<String> {
         fields.add("business_name", validate::format_char_message(c));
         return None;
     }
+    if validate::renders_blank(&name) {
+        fields.add("business_name", validate::BLANK_NAME_MESSAGE);
+        return None;
+    }
     Some(name)
 }
 
@@ -460,6 +464,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn names_that_render_blank_are_refused_on_create_and_update() {
+        for name in [
+            "\u{3164}",
+            "\u{FFA0}",
+            "\u{2800}",
+            "\u{115F}\u{1160}",
+            "\u{301}",
+            "\u{20DD}\u{FE0F}",
+            " \u{3164} \u{2800} ",
+        ] {
+            let create = NewBusiness::from_json(&body(json!({"business_name": name})), &caller());
+            let update =
+                BusinessPatch::from_json(&body(json!({"business_name": name})), 1, &caller());
+            for result in [create.map(|_| ()), update.map(|_| ())] {
+                match result {
+                    Err(ApiError::Validation(m)) => assert_eq!(
+                        m.get("business_name"),
+                        Some(&vec![validate::BLANK_NAME_MESSAGE.to_string()]),
+                        "{name:?}"
+                    ),
+                    other => panic!("{name:?}: expected a 400 on business_name, got {other:?}"),
+                }
+            }
+        }
+        // A filler beside a letter shows the letter.
+        assert!(
+            NewBusiness::from_json(&body(json!({"business_name": "\u{3164}K"})), &caller()).is_ok()
+        );
     }
 
     #[test]

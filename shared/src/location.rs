@@ -266,6 +266,10 @@ fn parse_location(fields: &mut FieldErrors, index: &str, value: &Value) -> Optio
     for name in TEXT_FIELDS {
         if let Some(value) = body.get(name) {
             match validate::text_value(value, MAX_TEXT_CHARS) {
+                // A name that shows nothing would list as a nameless location.
+                Ok(Some(text)) if name == "location_name" && validate::renders_blank(&text) => {
+                    fields.add_at(&["locations", index, name], validate::BLANK_NAME_MESSAGE);
+                }
                 Ok(text) => {
                     if let Some(slot) = location.fields.text_mut(name) {
                         *slot = text;
@@ -451,6 +455,26 @@ mod tests {
             }]
         );
         assert_eq!(f.partner_location_id.as_deref(), Some("loc-1"));
+    }
+
+    #[test]
+    fn location_names_that_render_blank_are_refused() {
+        let blank = ["\u{3164}", "\u{FFA0}", "\u{2800}", "\u{301}\u{302}"];
+        let locations: Vec<Value> = blank
+            .iter()
+            .map(|name| json!({"location_name": name, "city": "\u{3164}"}))
+            .chain([json!({"location_name": "Downtown \u{2800}"})])
+            .collect();
+        let message = json!([validate::BLANK_NAME_MESSAGE]);
+        assert_eq!(
+            errors(json!({ "locations": locations })),
+            json!({"locations": {
+                "0": {"location_name": message},
+                "1": {"location_name": message},
+                "2": {"location_name": message},
+                "3": {"location_name": message},
+            }})
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 use unicode_normalization::UnicodeNormalization;
-use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 
 use crate::error::{ApiError, FieldErrors, Result};
 
@@ -25,6 +25,37 @@ pub fn format_char_message(c: char) -> String {
         u32::from(c)
     )
 }
+
+/// Characters that draw nothing although their category is a letter or a symbol: the
+/// Hangul fillers (U+115F, U+1160, U+3164, U+FFA0), the blank Braille pattern (U+2800) and
+/// the null notehead (U+1D159).
+const BLANK_GLYPHS: [char; 6] = [
+    '\u{115F}',
+    '\u{1160}',
+    '\u{3164}',
+    '\u{FFA0}',
+    '\u{2800}',
+    '\u{1D159}',
+];
+
+/// Whether `text` shows nothing a reader could see or tell apart: every character is a
+/// space or separator, a format character, a mark with no letter to sit on (categories
+/// Mn, Mc, Me) or one of [`BLANK_GLYPHS`]. Such a name looks empty in a listing.
+pub fn renders_blank(text: &str) -> bool {
+    text.chars().all(|c| {
+        c.is_whitespace()
+            || BLANK_GLYPHS.contains(&c)
+            || c.general_category() == GeneralCategory::Format
+            || matches!(
+                c.general_category_group(),
+                GeneralCategoryGroup::Mark | GeneralCategoryGroup::Separator
+            )
+    })
+}
+
+/// The message for a name that [`renders_blank`].
+pub const BLANK_NAME_MESSAGE: &str =
+    "This field may not be blank: it must contain a visible letter, digit or symbol.";
 
 /// `text` in Unicode Normalization Form C, so that the same visible text is stored (and
 /// sorted, and slugged) the same way however the client composed it.
@@ -200,6 +231,44 @@ mod tests {
             format_char_message('\u{202E}'),
             "Must not contain invisible formatting characters (found U+202E)."
         );
+    }
+
+    #[test]
+    fn names_that_render_blank_are_found() {
+        for blank in [
+            "\u{3164}",
+            "\u{FFA0}",
+            "\u{2800}",
+            "\u{115F}\u{1160}",
+            "\u{1D159}",
+            // Combining marks alone: nonspacing, spacing and enclosing.
+            "\u{301}",
+            "\u{301}\u{308}\u{34F}",
+            "\u{903}",
+            "\u{20DD}",
+            // Variation selectors (marks) and fillers mixed with spaces.
+            "\u{FE0F}",
+            "\u{3164} \u{2800}\u{3000}\u{A0}",
+            "\u{2028}",
+            "",
+        ] {
+            assert!(renders_blank(blank), "{blank:?}");
+        }
+        for visible in [
+            "Harbour Cafe",
+            "a",
+            "0",
+            "日本の店",
+            "한국 식당",
+            "\u{3164}a",
+            "e\u{301}",
+            "★",
+            "\u{2801}",
+            "مقهى",
+            "_",
+        ] {
+            assert!(!renders_blank(visible), "{visible:?}");
+        }
     }
 
     #[test]

@@ -142,7 +142,8 @@ pub struct ServerLimits {
     /// External URL fetches of uploads at once; one account may hold at most a quarter of
     /// them (at least one), so a slow host named by one key cannot stall the others.
     pub max_fetches: usize,
-    /// Open connections at most; past it a new one is answered 503 and closed at once.
+    /// Open connections at most; at it a new one evicts the one waiting longest for a
+    /// request head, or is answered 503 and closed at once when all are mid-request.
     /// Below the file descriptor limit, so the server never runs out of them.
     pub max_connections: usize,
     /// How long a write to a client may make no progress before the connection is dropped

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::store::Stores;
 
 pub mod client;
+pub mod connections;
 pub mod disk_files;
 pub mod docs;
 pub mod server;

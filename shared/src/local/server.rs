@@ -1,8 +1,10 @@
 //! The local HTTP server of `sitehost serve`: hyper in front of the same `App` the Lambda
 //! functions use, with the limits a server facing slow, heavy and numerous clients needs
 //! (on Lambda, API Gateway and CloudFront set them):
-//! - a cap on open connections, below the file descriptor limit; past it a new connection
-//!   is answered 503 and closed at once, and accept errors back off instead of spinning;
+//! - a cap on open connections, below the file descriptor limit; at it a new connection
+//!   evicts the one that has waited longest for a request head (`local::connections`), or
+//!   is answered 503 and closed at once when every one is mid-request; accept errors back
+//!   off instead of spinning;
 //! - a deadline for the request head, one for the body, and one for every write;
 //! - a request body is read only once the request is admitted (signature, nonce, budget),
 //!   so an unsigned or replayed request never has its body buffered;
@@ -27,13 +29,13 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio_io_timeout::TimeoutStream;
 
 use crate::api::body::{body_too_large, RequestBody};
 use crate::api::{error_response, App};
 use crate::config::{ServerLimits, StoreKind};
 use crate::error::{ApiError, Result};
+use crate::local::connections::{Connection, Connections, Request as Underway};
 use crate::local::disk_files::LocalFiles;
 use crate::operations::siblings::{Sibling, WebpSiblings};
 
@@ -241,8 +243,8 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> Response<ServedBo
     response.map(whole)
 }
 
-/// What a connection over the cap is told, written in one go before it is closed: no
-/// task, no parsing, no timer.
+/// What a connection over the cap is told when every open one is mid-request, written in
+/// one go before it is closed: no task, no parsing, no timer.
 const BUSY_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 content-type: application/json\r\n\
 retry-after: 1\r\n\
@@ -329,7 +331,7 @@ pub async fn serve(
     let siblings = local_files
         .as_ref()
         .and_then(|_| crate::deployment::webp_siblings(app.services.files.as_ref()));
-    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let connections = Connections::new(limits.max_connections);
     let shared = Arc::new(Shared {
         app,
         local_files,
@@ -359,7 +361,7 @@ pub async fn serve(
                 }
             }
         };
-        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+        let Some(connection) = connections.admit(Instant::now()) else {
             // Best effort and never waiting: a client that cannot take 200 bytes at once
             // gets the close alone.
             let _ = stream.try_write(BUSY_RESPONSE);
@@ -369,20 +371,31 @@ pub async fn serve(
         let shared = Arc::clone(&shared);
         let builder = Arc::clone(&builder);
         tokio::spawn(async move {
-            let _permit = permit;
-            serve_connection(shared, &builder, stream).await;
+            // Evicted while waiting for a head: dropping the connection closes it.
+            tokio::select! {
+                () = serve_connection(shared, &builder, stream, &connection) => {}
+                () = connection.evicted() => {}
+            }
         });
     }
 }
 
-async fn serve_connection(shared: Arc<Shared>, builder: &http1::Builder, stream: TcpStream) {
+async fn serve_connection(
+    shared: Arc<Shared>,
+    builder: &http1::Builder,
+    stream: TcpStream,
+    connection: &Connection,
+) {
     // A write that makes no progress for `write_timeout` fails the connection: a client
     // that stops reading holds its buffers and its slot no longer.
     let mut stream = TimeoutStream::new(stream);
     stream.set_write_timeout(Some(shared.limits.write_timeout));
     let stream: Pin<Box<TimeoutStream<TcpStream>>> = Box::pin(stream);
+    let slot = connection.slot();
     let service = service_fn(move |req| {
         let shared = Arc::clone(&shared);
+        // The head is in: not evictable until the answer's body is done.
+        let underway = slot.request();
         async move {
             let mut response = serve_one(&shared, req).await;
             // As the deployed frontend (CloudFront's response headers policy): a browser
@@ -390,7 +403,10 @@ async fn serve_connection(shared: Arc<Shared>, builder: &http1::Builder, stream:
             response
                 .headers_mut()
                 .insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-            Ok::<_, Infallible>(response)
+            Ok::<_, Infallible>(response.map(|body| Answer {
+                body,
+                _underway: underway,
+            }))
         }
     });
     if let Err(err) = builder
@@ -398,6 +414,33 @@ async fn serve_connection(shared: Arc<Shared>, builder: &http1::Builder, stream:
         .await
     {
         tracing::debug!(error = %err, "connection ended with an error");
+    }
+}
+
+/// An answer's body, holding its request as under way (not evictable) until hyper has sent
+/// it and drops it.
+struct Answer {
+    body: ServedBody,
+    _underway: Underway,
+}
+
+impl Body for Answer {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<Frame<Bytes>, std::io::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -891,10 +891,11 @@ async fn an_unsigned_request_is_refused_before_its_body_is_read() {
     drop(writer);
 }
 
-/// Past `max_connections`, a new connection is answered 503 at once and closed, so a flood
-/// of idle connections cannot leave the server unable to answer or out of descriptors.
+/// At `max_connections`, a new connection evicts the open one that has waited longest for a
+/// request head; only when every open connection is mid-request is it answered 503 at once
+/// and closed, so a flood cannot leave the server out of descriptors.
 #[tokio::test]
-async fn connections_past_the_cap_are_answered_503_at_once() {
+async fn connections_past_the_cap_evict_the_longest_idle_or_are_answered_503() {
     let limits = ServerLimits {
         max_connections: 4,
         ..ServerLimits::default()
@@ -903,11 +904,47 @@ async fn connections_past_the_cap_are_answered_503_at_once() {
         .config(|config| config.server = limits)
         .spawn()
         .await;
+    let key = server.key("agency").await;
+    let partner = sitehost::local::client::PartnerClient::new(server.base(), &key.key, &key.secret);
+    // Idle: the first of four is closed when a fifth arrives, and the fifth is served.
     let mut idle = Vec::new();
     for _ in 0..4 {
         idle.push(TcpStream::connect(server.addr()).await.expect("connect"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Let the server accept them.
+    let fifth = TcpStream::connect(server.addr()).await.expect("connect");
+    let (oldest, _oldest_writer) = idle.remove(0).into_split();
+    let (answer, closed_after) = read_until_closed(oldest, Duration::from_secs(5)).await;
+    assert_eq!(
+        answer, "",
+        "an evicted connection is closed without an answer"
+    );
+    assert!(closed_after.is_some_and(|t| t < Duration::from_secs(2)));
+    let (reader, mut writer) = fifth.into_split();
+    let get = format!(
+        "GET /api/v2/images/ HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nConnection: close\r\n\r\n",
+        server.addr(),
+        partner.authorization("GET", "/api/v2/images/")
+    );
+    writer.write_all(get.as_bytes()).await.expect("request");
+    let (answer, _) = read_until_closed(reader, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(idle);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Mid-request (signed heads whose bodies never come): a new connection gets 503.
+    let mut busy = Vec::new();
+    for _ in 0..4 {
+        let mut stream = TcpStream::connect(server.addr()).await.expect("connect");
+        let head = format!(
+            "POST /api/v2/businesses/ HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\n\
+             Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{",
+            server.addr(),
+            partner.authorization("POST", "/api/v2/businesses/")
+        );
+        stream.write_all(head.as_bytes()).await.expect("head");
+        busy.push(stream);
+    }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let probe = TcpStream::connect(server.addr()).await.expect("connect");
     let (reader, _writer) = probe.into_split();
@@ -916,12 +953,67 @@ async fn connections_past_the_cap_are_answered_503_at_once() {
     assert!(answer.contains("retry-after: 1"), "{answer}");
     assert!(closed_after.is_some_and(|t| t < Duration::from_secs(2)));
     // A connection given back serves again.
-    drop(idle.pop());
+    drop(busy.pop());
     tokio::time::sleep(Duration::from_millis(200)).await;
     let client = server.client("agency", None).await;
     assert_eq!(
         client.get("/api/v2/images/").await.expect("list").status,
         200
+    );
+}
+
+/// One client holding every connection slot with idle sockets (and re-opening each one the
+/// server closes) cannot lock a signed client out: a new connection at the cap evicts the
+/// connection that has waited longest for a request head.
+#[tokio::test]
+async fn idle_sockets_at_the_cap_do_not_lock_out_a_signed_client() {
+    const CAP: usize = 32;
+    let limits = ServerLimits {
+        max_connections: CAP,
+        ..short_limits()
+    };
+    let server = TestApp::builder()
+        .config(|config| config.server = limits)
+        .spawn()
+        .await;
+    let client = server.client("agency", None).await;
+    let addr = server.addr().to_string();
+    // More idle sockets than the cap, each opened again as soon as the server closes it.
+    let flood: Vec<_> = (0..CAP + CAP / 2)
+        .map(|_| {
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                loop {
+                    let Ok(mut stream) = TcpStream::connect(&addr).await else {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        continue;
+                    };
+                    let mut buf = [0u8; 512];
+                    while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+                    // A moment before re-opening, so the flood does not spin a core.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut answered = 0;
+    let requests = 50;
+    for _ in 0..requests {
+        match client.get("/api/v2/businesses/").await {
+            Ok(reply) if reply.status == 200 => answered += 1,
+            Ok(reply) => eprintln!("{} {}", reply.status, reply.body),
+            Err(err) => eprintln!("{err}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for task in flood {
+        task.abort();
+    }
+    eprintln!("signed client: {answered} of {requests} answered 200");
+    assert!(
+        answered * 100 >= requests * 95,
+        "only {answered} of {requests} answered 200"
     );
 }
 
@@ -1245,6 +1337,37 @@ async fn business_names_refuse_format_characters_and_are_stored_nfc() {
     assert_eq!(renamed.body["business_name"], "Cr\u{E8}me");
     let got = client.get(&path).await.expect("get");
     assert_eq!(got.body["business_name"], "Cr\u{E8}me");
+}
+
+/// Names that render blank (fillers, the blank Braille pattern, marks alone) are a 400
+/// naming the field, for a business and for a location, and nothing is created.
+#[tokio::test]
+async fn names_that_render_blank_are_400_naming_the_field() {
+    let server = TestApp::spawn().await;
+    let client = server.client("agency", None).await;
+    let blank = "This field may not be blank: it must contain a visible letter, digit or symbol.";
+    for name in ["\u{3164}", "\u{FFA0}", "\u{2800}", "\u{301}\u{301}"] {
+        let reply = client
+            .post("/api/v2/businesses/", &json!({"business_name": name}))
+            .await
+            .expect("create");
+        assert_eq!(reply.status, 400, "{name:?}: {}", reply.body);
+        assert_eq!(reply.body, json!({"business_name": [blank]}));
+        let reply = client
+            .post(
+                "/api/v2/businesses/",
+                &json!({"business_name": "Harbour Cafe", "locations": [{"location_name": name}]}),
+            )
+            .await
+            .expect("create");
+        assert_eq!(reply.status, 400, "{name:?}: {}", reply.body);
+        assert_eq!(
+            reply.body,
+            json!({"locations": {"0": {"location_name": [blank]}}})
+        );
+    }
+    let list = client.get("/api/v2/businesses/").await.expect("list");
+    assert_eq!(list.body["meta"]["total_count"], 0);
 }
 
 #[tokio::test]
