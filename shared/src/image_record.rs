@@ -141,6 +141,54 @@ pub fn variant_of_webp_sibling(path: &str) -> Option<&str> {
         .filter(|variant| may_have_webp_sibling(variant))
 }
 
+/// The extensions an upload's files are stored with (`upload::pipeline::format`).
+pub const STORED_EXTENSIONS: [&str; 4] = ["jpg", "png", "gif", "webp"];
+
+/// The longest file-set name (`<stem>-<unique>--<id>`: 40 + 1 + 12 + 2 + 19 characters)
+/// with room to spare; no stored name is longer.
+pub const MAX_FILE_SET_CHARS: usize = 100;
+
+/// What a path names in the stored-name grammar of uploads (`upload::naming`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UploadFile {
+    /// `img/upload/<set>.<ext>`
+    Original,
+    /// `img/upload/<set>.<size>.<ext>`
+    Variant,
+    /// `img/upload/<set>.<size>.<jpg|png|gif>.webp`
+    WebpSibling,
+}
+
+/// The kind of stored upload file `path` (no leading slash) can be, or `None` when no
+/// upload is ever stored there: one segment after `img/upload/` (so no empty, `.` or `..`
+/// segments), a file-set name of lower-case ASCII letters, digits, `-` and `_`, an optional
+/// variant size and a stored extension. Only such paths are served by `sitehost serve` or
+/// encoded (ImageFilesFunction in template.yaml applies the same grammar).
+pub fn upload_file(path: &str) -> Option<UploadFile> {
+    let name = path.strip_prefix(UPLOAD_PREFIX)?;
+    let mut parts = name.split('.');
+    let set = parts.next()?;
+    let rest: Vec<&str> = parts.collect();
+    let set_ok = !set.is_empty()
+        && set.len() <= MAX_FILE_SET_CHARS
+        && set
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !set_ok {
+        return None;
+    }
+    let size = |s: &str| VARIANTS.iter().any(|&(name, _)| name == s);
+    let stored = |e: &str| STORED_EXTENSIONS.contains(&e);
+    match rest[..] {
+        [ext] if stored(ext) => Some(UploadFile::Original),
+        [s, ext] if size(s) && stored(ext) => Some(UploadFile::Variant),
+        [s, ext, "webp"] if size(s) && stored(ext) && ext != "webp" => {
+            Some(UploadFile::WebpSibling)
+        }
+        _ => None,
+    }
+}
+
 /// Whether a stored path is a variant (`<set>.<size>.<ext>`, size one of [`VARIANTS`]).
 pub fn is_variant_path(path: &str) -> bool {
     let file = path.rsplit('/').next().unwrap_or_default();
@@ -222,6 +270,37 @@ mod tests {
         }
         assert!(!is_variant_path(original));
         assert!(!is_variant_path("img/upload/a--26.medium.jpg.webp"));
+    }
+
+    #[test]
+    fn only_names_in_the_stored_grammar_are_upload_files() {
+        use UploadFile::*;
+        for (path, kind) in [
+            ("img/upload/shop-k3v9x0q2m1za--26.jpg", Some(Original)),
+            ("img/upload/shop-k3v9x0q2m1za.medium.png", Some(Variant)),
+            ("img/upload/a_b--7.small.webp", Some(Variant)),
+            ("img/upload/a--7.big.gif.webp", Some(WebpSibling)),
+            ("img/upload/a--7.big.webp.webp", None),
+            ("img/upload/a--7.jpg.webp", None),
+            ("img/upload//a--7.big.jpg.webp", None),
+            ("img/upload/./a--7.big.jpg", None),
+            ("img/upload/../upload/a--7.big.jpg", None),
+            ("img/upload/sub/a--7.big.jpg", None),
+            ("img/upload/A--7.big.jpg", None),
+            ("img/upload/a--7.BIG.jpg", None),
+            ("img/upload/a--7.big.jpeg", None),
+            ("img/upload/a--7.big.tmp-123", None),
+            ("img/upload/.jpg", None),
+            ("img/upload/a--7.huge.jpg", None),
+            ("img/upload/a%2e.jpg", None),
+            ("other/a--7.jpg", None),
+        ] {
+            assert_eq!(upload_file(path), kind, "{path}");
+        }
+        let long = format!("img/upload/{}.jpg", "a".repeat(MAX_FILE_SET_CHARS + 1));
+        assert_eq!(upload_file(&long), None);
+        let padded = format!("img/upload/{}a--7.big.jpg", "/".repeat(4000));
+        assert_eq!(upload_file(&padded), None);
     }
 
     #[test]

@@ -21,6 +21,36 @@ pub const FALLBACK_CACHE_CONTROL: &str = "public, max-age=300";
 /// a redirect to the variant's own URL, which the frontend then answers with it.
 pub const MAX_ANSWERED_BYTES: usize = 4 << 20;
 
+/// Whether an `Accept` header names `image/webp` with a quality above zero: the rule of
+/// `sitehost serve` and of the frontend's ImageFilesFunction (template.yaml), both held to
+/// `shared/tests/cases/accept_webp.json`. Only the type itself counts: `image/*` and `*/*`
+/// are sent by clients that cannot all decode WebP. A quality outside RFC 9110's grammar
+/// (`0x10`, `inf`, `1.5`, `.5`) makes the range count for nothing.
+pub fn accepts_webp(accept: &str) -> bool {
+    accept.split(',').any(|range| {
+        let mut params = range.split(';');
+        let kind = params.next().unwrap_or_default().trim();
+        kind.eq_ignore_ascii_case("image/webp")
+            && params.all(|param| match param.split_once('=') {
+                Some((name, value)) if name.trim().eq_ignore_ascii_case("q") => {
+                    qvalue_above_zero(value.trim())
+                }
+                _ => true,
+            })
+    })
+}
+
+/// RFC 9110's `qvalue`, `0[.ddd]` or `1[.000]`, above zero.
+fn qvalue_above_zero(q: &str) -> bool {
+    let (whole, fraction) = q.split_once('.').unwrap_or((q, ""));
+    let digits = fraction.len() <= 3 && fraction.bytes().all(|b| b.is_ascii_digit());
+    match whole {
+        "1" => digits && fraction.bytes().all(|b| b == b'0'),
+        "0" => digits && fraction.bytes().any(|b| b != b'0'),
+        _ => false,
+    }
+}
+
 /// The answer to `method` on `uri_path` (as requested: percent-encoded, leading slash).
 pub async fn answer(siblings: &WebpSiblings, method: &Method, uri_path: &str) -> Response<Bytes> {
     if method != Method::GET && method != Method::HEAD {
@@ -30,8 +60,17 @@ pub async fn answer(siblings: &WebpSiblings, method: &Method, uri_path: &str) ->
     let Ok(path) = percent_encoding::percent_decode_str(uri_path).decode_utf8() else {
         return missing();
     };
-    let stored = path.trim_start_matches('/');
-    match siblings.make(stored).await {
+    // The path as requested, with one leading slash: `//img/upload/...` names nothing.
+    let Some(stored) = path.strip_prefix('/') else {
+        return missing();
+    };
+    let made = match siblings.make(stored).await {
+        Ok(Sibling::NotNow) => {
+            crate::operations::siblings::read_variant(siblings.files(), stored).await
+        }
+        made => made,
+    };
+    match made {
         Ok(Sibling::Made(webp)) if webp.len() > MAX_ANSWERED_BYTES => {
             let mut response = Response::new(Bytes::new());
             *response.status_mut() = StatusCode::TEMPORARY_REDIRECT;
@@ -41,7 +80,7 @@ pub async fn answer(siblings: &WebpSiblings, method: &Method, uri_path: &str) ->
             response
         }
         Ok(Sibling::Made(webp)) => file_response(method, "image/webp", CACHE_CONTROL, webp),
-        Ok(Sibling::Missing) => missing(),
+        Ok(Sibling::Missing | Sibling::NotNow) => missing(),
         Ok(Sibling::Variant {
             bytes,
             content_type,
@@ -133,5 +172,40 @@ mod tests {
         }
         let posted = answer(&siblings, &Method::POST, "/img/upload/a--1.medium.jpg.webp").await;
         assert_eq!(posted.status(), 405);
+    }
+}
+
+/// The case list ImageFilesFunction is also held to (template_consistency.rs runs it there).
+#[cfg(test)]
+mod shared_cases {
+    use super::accepts_webp;
+    use crate::image_record::{upload_file, UploadFile};
+
+    fn cases() -> serde_json::Value {
+        serde_json::from_str(include_str!("../../tests/cases/image_files.json")).expect("json")
+    }
+
+    #[test]
+    fn webp_is_chosen_by_the_shared_accept_cases() {
+        for case in cases()["accept"].as_array().expect("accept") {
+            let (accept, webp) = (case[0].as_str().expect("header"), case[1].as_bool());
+            assert_eq!(Some(accepts_webp(accept)), webp, "{accept}");
+        }
+    }
+
+    #[test]
+    fn paths_are_named_by_the_shared_path_cases() {
+        for case in cases()["paths"].as_array().expect("paths") {
+            let path = case[0].as_str().expect("path");
+            let kind = path
+                .strip_prefix('/')
+                .and_then(upload_file)
+                .map(|kind| match kind {
+                    UploadFile::Original => "original",
+                    UploadFile::Variant => "variant",
+                    UploadFile::WebpSibling => "sibling",
+                });
+            assert_eq!(kind, case[1].as_str(), "{path:.60}");
+        }
     }
 }

@@ -6,15 +6,26 @@
 //! its sibling, stores it next to it and answers it. From then on the stored file is
 //! served. The same holds for images uploaded before any sibling existed.
 //!
-//! What a request can cost is bounded: a path names at most one stored variant (at most
-//! 2048 px a side, `MAX_VARIANT_BYTES`), each sibling is made once and then served from
-//! storage, and a path that names no stored variant costs one lookup.
+//! What a request can cost is bounded:
+//! - only a path in the stored-name grammar (`image_record::upload_file`) of a sibling
+//!   names a variant; any other path costs nothing, not even a lookup;
+//! - a variant is read only under an encoder's permit (one per core), and at most
+//!   `QUEUED_PER_ENCODER` requests per encoder wait for one: past that the answer is
+//!   `Sibling::NotNow` and the caller answers the variant, unread here;
+//! - one request makes a given sibling at a time, the others at once wait for its answer
+//!   (single-flight); once made it is served from storage;
+//! - a sibling that could not be made or stored is not tried again for `RETRY_AFTER`
+//!   (remembered for at most `MAX_REMEMBERED_FAILURES` paths).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::Semaphore;
 
-use crate::error::{error_chain, Result};
-use crate::image_record::variant_of_webp_sibling;
+use crate::error::{error_chain, ApiError, Result};
+use crate::image_record::{upload_file, UploadFile};
 use crate::store::files::{content_type_of, SharedFiles};
 
 /// Turns a stored variant's bytes into its WebP sibling: the image pipeline's, in a build
@@ -25,8 +36,18 @@ pub type SiblingEncoder = fn(&[u8]) -> Result<Vec<u8>>;
 /// PNG of that size with 4 channels is 16 MiB even uncompressed.
 pub const MAX_VARIANT_BYTES: u64 = 32 << 20;
 
+/// Requests that may wait for each encoder; past them a new sibling is not made now.
+pub const QUEUED_PER_ENCODER: usize = 4;
+
+/// How long a sibling that could not be made or stored is not tried again: as long as the
+/// variant answered in its place may be cached (`api::siblings::FALLBACK_CACHE_CONTROL`).
+pub const RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// How many failed siblings are remembered at most; past it the oldest is forgotten.
+pub const MAX_REMEMBERED_FAILURES: usize = 1024;
+
 /// What a sibling's path is answered with.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Sibling {
     /// The sibling, made and stored now.
     Made(Bytes),
@@ -39,61 +60,125 @@ pub enum Sibling {
         bytes: Bytes,
         content_type: &'static str,
     },
+    /// Not made now: every encoder is busy with a full queue, or this sibling failed less
+    /// than `RETRY_AFTER` ago. The variant (not read here) is to be answered instead.
+    NotNow,
 }
+
+/// The answer of the one request making a sibling, for those that waited for it.
+type Outcome = std::result::Result<Sibling, String>;
+type Slot = Arc<tokio::sync::Mutex<Option<Outcome>>>;
 
 /// Built once per cold start (or once by `sitehost serve`).
 pub struct WebpSiblings {
     files: SharedFiles,
     encode: SiblingEncoder,
-    /// Encodings run on the blocking pool, at most one per core at a time.
+    /// Encodings run on the blocking pool, at most one per core at a time; a variant is
+    /// read only under one of these permits, so waiting requests hold no variant.
     encoding: Semaphore,
+    /// Requests making a sibling, running or waiting for `encoding`.
+    queue: Semaphore,
+    /// The sibling paths being made now.
+    in_flight: Mutex<HashMap<String, Slot>>,
+    failures: Mutex<RecentFailures>,
 }
 
 impl WebpSiblings {
     pub fn new(files: SharedFiles, encode: SiblingEncoder) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Self::with_encoders(files, encode, cores)
+    }
+
+    fn with_encoders(files: SharedFiles, encode: SiblingEncoder, encoders: usize) -> Self {
         WebpSiblings {
             files,
             encode,
-            encoding: Semaphore::new(cores),
+            encoding: Semaphore::new(encoders),
+            queue: Semaphore::new(encoders * (1 + QUEUED_PER_ENCODER)),
+            in_flight: Mutex::default(),
+            failures: Mutex::new(RecentFailures::default()),
         }
     }
 
     /// Makes and stores the sibling at `sibling_path` (a stored path, no leading slash),
     /// or says why there is none. An error is a file store failure before anything was made.
     pub async fn make(&self, sibling_path: &str) -> Result<Sibling> {
-        let Some(variant) = variant_of_webp_sibling(sibling_path)
-            .filter(|_| sibling_path.starts_with(crate::image_record::UPLOAD_PREFIX))
-        else {
+        if upload_file(sibling_path) != Some(UploadFile::WebpSibling) {
             return Ok(Sibling::Missing);
-        };
-        let Some(bytes) = self.files.read(variant, MAX_VARIANT_BYTES).await? else {
-            return Ok(Sibling::Missing);
-        };
-        let encoded = {
-            let _permit = self.encoding.acquire().await;
+        }
+        if lock(&self.failures).contains(sibling_path, Instant::now()) {
+            return Ok(Sibling::NotNow);
+        }
+        loop {
+            let (slot, leader) = {
+                let mut in_flight = lock(&self.in_flight);
+                match in_flight.get(sibling_path) {
+                    Some(slot) => (Arc::clone(slot), None),
+                    None => {
+                        let slot = Slot::default();
+                        in_flight.insert(sibling_path.to_string(), Arc::clone(&slot));
+                        let leader = Leader {
+                            in_flight: &self.in_flight,
+                            path: sibling_path,
+                            slot: Arc::clone(&slot),
+                        };
+                        (slot, Some(leader))
+                    }
+                }
+            };
+            let mut outcome = slot.lock().await;
+            if let Some(done) = outcome.as_ref() {
+                return done.clone().map_err(ApiError::internal);
+            }
+            // A follower finding no answer: the request making it was dropped. Start over.
+            let Some(_leader) = leader else { continue };
+            let Ok(_queued) = self.queue.try_acquire() else {
+                *outcome = Some(Ok(Sibling::NotNow));
+                return Ok(Sibling::NotNow);
+            };
+            let made = self.make_now(sibling_path).await;
+            *outcome = Some(made.as_ref().map(Clone::clone).map_err(|e| error_chain(e)));
+            return made;
+        }
+    }
+
+    async fn make_now(&self, sibling_path: &str) -> Result<Sibling> {
+        let variant = &sibling_path[..sibling_path.len() - ".webp".len()];
+        let (bytes, encoded) = {
+            let _encoder = self.encoding.acquire().await.map_err(ApiError::internal)?;
+            let Some(bytes) = self.files.read(variant, MAX_VARIANT_BYTES).await? else {
+                return Ok(Sibling::Missing);
+            };
             let (encode, input) = (self.encode, bytes.clone());
-            tokio::task::spawn_blocking(move || encode(&input)).await
+            let encoded = tokio::task::spawn_blocking(move || encode(&input)).await;
+            (bytes, encoded)
         };
         let webp = match encoded {
             Ok(Ok(webp)) => Bytes::from(webp),
             Ok(Err(err)) => {
                 tracing::warn!(variant, error = %error_chain(&err), "a variant's WebP sibling could not be made; the variant is answered");
+                self.failed(sibling_path);
                 return Ok(fallback(variant, bytes));
             }
             Err(panicked) => {
                 tracing::error!(variant, error = %panicked, "encoding a WebP sibling panicked; the variant is answered");
+                self.failed(sibling_path);
                 return Ok(fallback(variant, bytes));
             }
         };
+        drop(bytes);
         if let Err(err) = self
             .files
             .put(sibling_path, webp.clone(), "image/webp")
             .await
         {
-            // Still a good answer: a concurrent first request may have stored it first (the
-            // embedded store never replaces a file), and otherwise the next one tries again.
-            tracing::warn!(sibling_path, error = %error_chain(&err), "a WebP sibling made on request was not stored");
+            // Still a good answer. Stored by another instance meanwhile (the embedded store
+            // never replaces a file), it is served from now on; otherwise not made again for
+            // a while.
+            if !self.files.exists(sibling_path).await.unwrap_or(false) {
+                tracing::warn!(sibling_path, error = %error_chain(&err), "a WebP sibling made on request was not stored");
+                self.failed(sibling_path);
+            }
             return Ok(Sibling::Made(webp));
         }
         // A delete of the image may have removed its files while the sibling was made: then
@@ -112,6 +197,85 @@ impl WebpSiblings {
             }
         }
     }
+
+    /// The store siblings are made in.
+    pub fn files(&self) -> &SharedFiles {
+        &self.files
+    }
+
+    fn failed(&self, sibling_path: &str) {
+        lock(&self.failures).insert(sibling_path, Instant::now());
+    }
+}
+
+/// The variant of a sibling path `make` answered `NotNow` or `Variant` for, when the caller
+/// must read it itself (the `image-sibling` function has no other way to the variant).
+pub async fn read_variant(files: &SharedFiles, sibling_path: &str) -> Result<Sibling> {
+    if upload_file(sibling_path) != Some(UploadFile::WebpSibling) {
+        return Ok(Sibling::Missing);
+    }
+    let variant = &sibling_path[..sibling_path.len() - ".webp".len()];
+    Ok(match files.read(variant, MAX_VARIANT_BYTES).await? {
+        Some(bytes) => fallback(variant, bytes),
+        None => Sibling::Missing,
+    })
+}
+
+/// The request making a sibling: its entry leaves `in_flight` when it is done or dropped.
+struct Leader<'a> {
+    in_flight: &'a Mutex<HashMap<String, Slot>>,
+    path: &'a str,
+    slot: Slot,
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = lock(self.in_flight);
+        if in_flight
+            .get(self.path)
+            .is_some_and(|slot| Arc::ptr_eq(slot, &self.slot))
+        {
+            in_flight.remove(self.path);
+        }
+    }
+}
+
+/// Siblings that failed, each until `RETRY_AFTER` after it, at most
+/// `MAX_REMEMBERED_FAILURES` of them.
+#[derive(Default)]
+struct RecentFailures {
+    until: HashMap<String, Instant>,
+}
+
+impl RecentFailures {
+    fn contains(&mut self, path: &str, now: Instant) -> bool {
+        match self.until.get(path) {
+            Some(until) if *until > now => true,
+            Some(_) => {
+                self.until.remove(path);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn insert(&mut self, path: &str, now: Instant) {
+        if self.until.len() >= MAX_REMEMBERED_FAILURES && !self.until.contains_key(path) {
+            self.until.retain(|_, until| *until > now);
+            if self.until.len() >= MAX_REMEMBERED_FAILURES {
+                let oldest = self.until.iter().min_by_key(|(_, until)| **until);
+                if let Some(oldest) = oldest.map(|(path, _)| path.clone()) {
+                    self.until.remove(&oldest);
+                }
+            }
+        }
+        self.until.insert(path.to_string(), now + RETRY_AFTER);
+    }
+}
+
+/// The data behind these locks stays consistent whatever panicked while holding one.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn fallback(variant: &str, bytes: Bytes) -> Sibling {
@@ -125,8 +289,9 @@ fn fallback(variant: &str, bytes: Bytes) -> Sibling {
 mod tests {
     use std::sync::Arc;
 
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
-    use crate::error::ApiError;
     use crate::local::disk_files::LocalFiles;
 
     /// Stands in for the pipeline (tested in `upload::pipeline`): `webp:` and the variant's
@@ -189,6 +354,8 @@ mod tests {
             "img/upload/a--1.large.jpg.webp",
             "img/upload/a--1.large.jpg",
             "img/upload/../a--1.small.jpg.webp",
+            "img/upload//a--1.small.jpg.webp",
+            "img/upload/./a--1.small.jpg.webp",
             "",
         ] {
             assert_eq!(
@@ -223,6 +390,159 @@ mod tests {
         );
         let exists = files.exists("img/upload/a--1.medium.gif.webp").await;
         assert!(!exists.expect("exists"));
+        // Not tried again for a while: the caller answers the variant.
+        let again = siblings.make("img/upload/a--1.medium.gif.webp").await;
+        assert_eq!(again.expect("answered"), Sibling::NotNow);
+    }
+
+    /// The file store of `store_with`, counting reads and encodes, and refusing every
+    /// sibling put when `refuse_puts`.
+    struct Counting {
+        inner: SharedFiles,
+        reads: AtomicUsize,
+        refuse_puts: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl crate::store::files::FileStore for Counting {
+        async fn put(&self, path: &str, bytes: Bytes, content_type: &str) -> Result<()> {
+            if self.refuse_puts {
+                return Err(ApiError::internal("refused"));
+            }
+            self.inner.put(path, bytes, content_type).await
+        }
+        async fn delete(&self, path: &str) -> Result<()> {
+            self.inner.delete(path).await
+        }
+        async fn read(&self, path: &str, max_bytes: u64) -> Result<Option<Bytes>> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.inner.read(path, max_bytes).await
+        }
+        async fn exists(&self, path: &str) -> Result<bool> {
+            self.inner.exists(path).await
+        }
+        async fn list(
+            &self,
+            prefix: &str,
+            next: Option<String>,
+        ) -> Result<crate::store::files::FilePage> {
+            self.inner.list(prefix, next).await
+        }
+    }
+
+    fn counting(inner: SharedFiles, refuse_puts: bool) -> Arc<Counting> {
+        Arc::new(Counting {
+            inner,
+            reads: AtomicUsize::new(0),
+            refuse_puts,
+        })
+    }
+
+    /// Encodes slowly (so that requests overlap), counting its runs in `SLOW_ENCODES`.
+    static SLOW_ENCODES: AtomicUsize = AtomicUsize::new(0);
+    fn slow_webp(variant: &[u8]) -> Result<Vec<u8>> {
+        SLOW_ENCODES.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Ok([&b"webp:"[..], variant].concat())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn simultaneous_first_requests_make_one_encode() {
+        let (_dir, files) = store_with(&[("img/upload/a--2.big.png", "big png")]).await;
+        let siblings = Arc::new(WebpSiblings::new(files, slow_webp));
+        let before = SLOW_ENCODES.load(Ordering::SeqCst);
+        let requests: Vec<_> = (0..32)
+            .map(|_| {
+                let siblings = Arc::clone(&siblings);
+                tokio::spawn(async move { siblings.make("img/upload/a--2.big.png.webp").await })
+            })
+            .collect();
+        for request in requests {
+            let answer = request.await.expect("joined").expect("answered");
+            assert_eq!(answer, Sibling::Made(Bytes::from("webp:big png")));
+        }
+        assert_eq!(SLOW_ENCODES.load(Ordering::SeqCst) - before, 1);
+    }
+
+    /// `slow_webp` for the queue test, apart so that the counts of each test are its own.
+    fn queued_webp(variant: &[u8]) -> Result<Vec<u8>> {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Ok([&b"webp:"[..], variant].concat())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn past_the_queue_the_variant_is_neither_read_nor_encoded() {
+        let stored: Vec<(String, String)> = (0..12)
+            .map(|i| {
+                (
+                    format!("img/upload/q--{}.big.png", i + 1),
+                    format!("png {i}"),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, &str)> = stored
+            .iter()
+            .map(|(p, b)| (p.as_str(), b.as_str()))
+            .collect();
+        let (_dir, files) = store_with(&refs).await;
+        let files = counting(files, false);
+        let shared: SharedFiles = Arc::clone(&files) as SharedFiles;
+        let siblings = Arc::new(WebpSiblings::with_encoders(shared, queued_webp, 1));
+        let requests: Vec<_> = stored
+            .iter()
+            .map(|(variant, _)| {
+                let (siblings, path) = (Arc::clone(&siblings), format!("{variant}.webp"));
+                tokio::spawn(async move { siblings.make(&path).await })
+            })
+            .collect();
+        let mut made = 0;
+        let mut not_now = 0;
+        for request in requests {
+            match request.await.expect("joined").expect("answered") {
+                Sibling::Made(_) => made += 1,
+                Sibling::NotNow => not_now += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        // One encoding and QUEUED_PER_ENCODER waiting; the rest answered at once, unread.
+        assert_eq!(
+            (made, not_now),
+            (1 + QUEUED_PER_ENCODER, 12 - 1 - QUEUED_PER_ENCODER)
+        );
+        assert_eq!(files.reads.load(Ordering::SeqCst), 1 + QUEUED_PER_ENCODER);
+    }
+
+    #[tokio::test]
+    async fn a_sibling_that_cannot_be_stored_is_not_made_again_for_a_while() {
+        let (_dir, files) = store_with(&[("img/upload/n--3.large.jpg", "jpeg")]).await;
+        let files = counting(files, true);
+        let shared: SharedFiles = Arc::clone(&files) as SharedFiles;
+        let siblings = WebpSiblings::new(shared, fake_webp);
+        let first = siblings.make("img/upload/n--3.large.jpg.webp").await;
+        assert_eq!(
+            first.expect("made"),
+            Sibling::Made(Bytes::from("webp:jpeg"))
+        );
+        for _ in 0..100 {
+            let again = siblings.make("img/upload/n--3.large.jpg.webp").await;
+            assert_eq!(again.expect("answered"), Sibling::NotNow);
+        }
+        assert_eq!(
+            files.reads.load(Ordering::SeqCst),
+            1,
+            "read and encoded once"
+        );
+        // Remembered for RETRY_AFTER, and for a bounded number of paths.
+        let mut failures = RecentFailures::default();
+        let now = Instant::now();
+        for i in 0..MAX_REMEMBERED_FAILURES + 10 {
+            failures.insert(&format!("p{i}"), now + Duration::from_millis(i as u64));
+        }
+        assert_eq!(failures.until.len(), MAX_REMEMBERED_FAILURES);
+        assert!(!failures.contains("p0", now), "the oldest forgotten");
+        let last = format!("p{}", MAX_REMEMBERED_FAILURES + 9);
+        assert!(failures.contains(&last, now));
+        assert!(!failures.contains(&last, now + RETRY_AFTER + Duration::from_secs(5)));
     }
 
     #[tokio::test]

@@ -2137,13 +2137,18 @@ fn the_waf_rule_rate_limits_unsigned_api_requests_per_ip() {
     let template = template();
     let acl = &template["Resources"]["ApiWebAcl"]["Properties"];
     let rules = acl["Rules"].as_sequence().expect("Rules");
-    // Beside AWS's managed groups (template_posture.rs): the one rule of our own.
-    let ours: Vec<&Value> = rules
+    // Beside AWS's managed groups (template_posture.rs): two rules of our own, this one and
+    // image files per IP (the next test).
+    let ours: Vec<&str> = rules
         .iter()
         .filter(|r| r["Statement"].get("ManagedRuleGroupStatement").is_none())
+        .filter_map(|r| r["Name"].as_str())
         .collect();
-    assert_eq!(ours.len(), 1, "one rule of our own");
-    let rule = ours[0];
+    assert_eq!(ours, ["unsigned-api-requests-per-ip", "image-files-per-ip"]);
+    let rule = rules
+        .iter()
+        .find(|r| r["Name"].as_str() == Some("unsigned-api-requests-per-ip"))
+        .expect("the unsigned rule");
     // WAF refuses a web ACL or a rule without it.
     for visibility in [&acl["VisibilityConfig"], &rule["VisibilityConfig"]] {
         assert_eq!(visibility["CloudWatchMetricsEnabled"].as_bool(), Some(true));
@@ -2224,6 +2229,55 @@ fn the_waf_rule_rate_limits_unsigned_api_requests_per_ip() {
     assert!(counted("/api/v1/businesses/", "", Some("")));
 }
 
+#[test]
+fn the_waf_rate_limits_image_files_per_ip() {
+    let template = template();
+    let limit = &template["Parameters"]["WafImageRateLimitPerIp"];
+    assert_eq!(limit["Type"].as_str(), Some("Number"));
+    assert!(limit["MinValue"].as_u64() >= Some(10), "WAF's lowest limit");
+    assert!(limit["Default"].as_u64() >= limit["MinValue"].as_u64());
+    let acl = &template["Resources"]["ApiWebAcl"]["Properties"];
+    let rule = acl["Rules"]
+        .as_sequence()
+        .expect("Rules")
+        .iter()
+        .find(|r| r["Name"].as_str() == Some("image-files-per-ip"))
+        .expect("an image files rule");
+    let rate = &rule["Statement"]["RateBasedStatement"];
+    assert_eq!(rate["AggregateKeyType"].as_str(), Some("IP"));
+    assert_eq!(
+        tagged(&rate["Limit"], "Ref").and_then(Value::as_str),
+        Some("WafImageRateLimitPerIp")
+    );
+    assert_eq!(rate["EvaluationWindowSec"].as_u64(), Some(300));
+    let response = &rule["Action"]["Block"]["CustomResponse"];
+    assert_eq!(response["ResponseCode"].as_u64(), Some(429));
+    let key = str_of(&response["CustomResponseBodyKey"], "CustomResponseBodyKey");
+    let body = &acl["CustomResponseBodies"][key];
+    let json: serde_json::Value =
+        serde_json::from_str(str_of(&body["Content"], "Content")).expect("a JSON body");
+    assert!(json["error"].is_string(), "{json}");
+    let visibility = &rule["VisibilityConfig"];
+    assert_eq!(visibility["CloudWatchMetricsEnabled"].as_bool(), Some(true));
+    assert!(visibility.get("MetricName").is_some());
+    // Counted: every request under /img/upload/, signed or not, junk or not; nothing else.
+    let scope = &rate["ScopeDownStatement"];
+    let counted = |path| {
+        waf_matches(
+            scope,
+            &ViewerRequest {
+                path,
+                query: "",
+                authorization: None,
+            },
+        )
+    };
+    assert!(counted("/img/upload/a--1.small.jpg"));
+    assert!(counted("/img/upload//////junk"));
+    assert!(!counted("/api/v2/businesses/"));
+    assert!(!counted("/errors/unavailable.json"));
+}
+
 /// Image files (/img/upload/*): the viewer-request function picks the WebP sibling of a
 /// small or thumbnail variant when Accept names image/webp, and normalises Accept
 /// (`image/webp` or none), which the behaviour's cache policy keys on; responses say
@@ -2233,12 +2287,46 @@ fn image_variants_follow_accept_through_a_normalised_cache_key() {
     let template = template();
     let resources = &template["Resources"];
     let config = &resources["Distribution"]["Properties"]["DistributionConfig"];
-    let files = config["CacheBehaviors"]
+    let behaviours = config["CacheBehaviors"]
         .as_sequence()
-        .expect("CacheBehaviors")
+        .expect("CacheBehaviors");
+    let image_behaviours: Vec<&Value> = behaviours
         .iter()
-        .find(|b| b["PathPattern"].as_str() == Some("/img/upload/*"))
-        .expect("an /img/upload/* cache behaviour");
+        .filter(|b| {
+            b["PathPattern"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("/img/upload/"))
+        })
+        .collect();
+    // One behaviour per variant size goes to the origin group, then the rest of the
+    // directory to the bucket alone; all alike otherwise.
+    let patterns: Vec<&str> = image_behaviours
+        .iter()
+        .filter_map(|b| b["PathPattern"].as_str())
+        .collect();
+    let mut expected: Vec<String> = sitehost::image_record::VARIANTS
+        .iter()
+        .map(|(size, _)| format!("/img/upload/*.{size}.???"))
+        .collect();
+    expected.push("/img/upload/*".into());
+    assert_eq!(patterns, expected);
+    for behaviour in &image_behaviours {
+        for key in [
+            "ViewerProtocolPolicy",
+            "AllowedMethods",
+            "CachePolicyId",
+            "ResponseHeadersPolicyId",
+            "FunctionAssociations",
+        ] {
+            assert_eq!(behaviour[key], image_behaviours[0][key], "{key}");
+        }
+    }
+    let (last, variant_behaviours) = image_behaviours.split_last().expect("behaviours");
+    assert_eq!(last["TargetOriginId"].as_str(), Some("files"));
+    let files = variant_behaviours[0];
+    assert!(variant_behaviours
+        .iter()
+        .all(|b| b["TargetOriginId"] == files["TargetOriginId"]));
     // The bucket first; where it has no file, the sibling maker.
     let group_id = files["TargetOriginId"].as_str().expect("TargetOriginId");
     let group = config["OriginGroups"]["Items"]
@@ -2480,24 +2568,12 @@ fn check_image_files_function_with_node(code: &str) {
             "/img/upload/shop-k3v9x0q2m1za.medium.jpg.webp",
             Some("image/webp"),
         ),
-        // No sibling: originals, WebP variants, siblings asked for by name, other sizes and
-        // paths outside the upload directory.
+        // No sibling: originals, WebP variants, siblings asked for by name (paths outside
+        // the stored-name grammar are refused: junk_never_reaches_the_sibling_function).
         (
             "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp",
             Some(CHROME),
             "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp",
-            None,
-        ),
-        (
-            "/img/upload/shop-k3v9x0q2m1za--26.huge.jpg",
-            Some(CHROME),
-            "/img/upload/shop-k3v9x0q2m1za--26.huge.jpg",
-            None,
-        ),
-        (
-            "/img/upload/a/b.medium.jpg",
-            Some(CHROME),
-            "/img/upload/a/b.medium.jpg",
             None,
         ),
         (
@@ -2513,6 +2589,29 @@ fn check_image_files_function_with_node(code: &str) {
             None,
         ),
     ];
+    // The shared Accept cases (api::siblings::accepts_webp is held to the same list).
+    type Case = (String, Option<String>, String, Option<String>);
+    let owned = |s: &str| s.to_string();
+    let mut cases: Vec<Case> = cases
+        .iter()
+        .map(|(uri, accept, to, normalised)| {
+            (
+                owned(uri),
+                accept.map(owned),
+                owned(to),
+                normalised.map(owned),
+            )
+        })
+        .collect();
+    let variant = "/img/upload/shop-k3v9x0q2m1za--26.small.jpg";
+    for case in image_file_cases()["accept"].as_array().expect("accept") {
+        let accept = case[0].as_str().expect("accept");
+        let (to, normalised) = match case[1].as_bool() {
+            Some(true) => (format!("{variant}.webp"), Some(owned("image/webp"))),
+            _ => (owned(variant), None),
+        };
+        cases.push((owned(variant), Some(owned(accept)), to, normalised));
+    }
     let requests: Vec<serde_json::Value> = cases
         .iter()
         .map(|(uri, accept, _, _)| {
@@ -2532,16 +2631,154 @@ fn check_image_files_function_with_node(code: &str) {
         return;
     };
     let out: Vec<serde_json::Value> = serde_json::from_value(out).expect("a list of results");
+    assert_eq!(out.len(), cases.len());
     for ((uri, accept, want_uri, want_accept), got) in cases.iter().zip(&out) {
-        assert_eq!(got["uri"].as_str(), Some(*want_uri), "{uri} {accept:?}");
+        assert_eq!(
+            got["uri"].as_str(),
+            Some(want_uri.as_str()),
+            "{uri} {accept:?}"
+        );
         assert_eq!(
             got["headers"]["accept"]["value"].as_str(),
-            *want_accept,
+            want_accept.as_deref(),
             "{uri} {accept:?}: the normalised Accept"
         );
         assert_eq!(
             got["headers"]["host"]["value"], "d111111abcdef8.cloudfront.net",
             "other headers pass"
         );
+    }
+}
+
+/// `shared/tests/cases/image_files.json`: the Accept and path cases both WebP rules are held
+/// to (the Rust side in `api::siblings`).
+fn image_file_cases() -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases/image_files.json");
+    let text = std::fs::read_to_string(&path).expect("the shared case list");
+    serde_json::from_str(&text).expect("json")
+}
+
+/// CloudFront's path pattern match: `*` any run of characters, `?` exactly one.
+fn path_pattern_matches(pattern: &[u8], path: &[u8]) -> bool {
+    match (pattern.split_first(), path.split_first()) {
+        (None, _) => path.is_empty(),
+        (Some((b'*', rest)), _) => {
+            (0..=path.len()).any(|skip| path_pattern_matches(rest, &path[skip..]))
+        }
+        (Some((b'?', rest)), Some((_, tail))) => path_pattern_matches(rest, tail),
+        (Some((want, rest)), Some((got, tail))) => want == got && path_pattern_matches(rest, tail),
+        (Some(_), None) => false,
+    }
+}
+
+/// Every path of the shared list and more junk, with and without WebP, as the distribution
+/// takes them: ImageFilesFunction (run with node) answers 404 outside the stored-name
+/// grammar, and the first matching cache behaviour picks the origin. Only a variant's URI
+/// reaches the origin group that fails over to image-sibling, as the variant or its sibling.
+#[test]
+fn junk_never_reaches_the_sibling_function() {
+    let template = template();
+    let resources = &template["Resources"];
+    let config = &resources["Distribution"]["Properties"]["DistributionConfig"];
+    let code = resources["ImageFilesFunction"]["Properties"]["FunctionCode"]
+        .as_str()
+        .expect("FunctionCode");
+    let groups_with_maker: BTreeSet<&str> = config["OriginGroups"]["Items"]
+        .as_sequence()
+        .expect("OriginGroups")
+        .iter()
+        .filter(|g| {
+            g["Members"]["Items"].as_sequence().is_some_and(|m| {
+                m.iter()
+                    .any(|m| m["OriginId"].as_str() == Some("image-sibling"))
+            })
+        })
+        .filter_map(|g| g["Id"].as_str())
+        .collect();
+    let behaviours = config["CacheBehaviors"]
+        .as_sequence()
+        .expect("CacheBehaviors");
+    let origin_of = |uri: &str| {
+        behaviours
+            .iter()
+            .find(|b| {
+                b["PathPattern"]
+                    .as_str()
+                    .is_some_and(|p| path_pattern_matches(p.as_bytes(), uri.as_bytes()))
+            })
+            .unwrap_or(&config["DefaultCacheBehavior"])["TargetOriginId"]
+            .as_str()
+            .expect("TargetOriginId")
+            .to_string()
+    };
+    assert!(groups_with_maker.iter().all(|g| *g != "image-sibling"));
+    assert_ne!(origin_of("/img/upload/x.jpg"), "image-sibling");
+
+    let set = "shop-k3v9x0q2m1za--26";
+    let mut uris: Vec<(String, Option<String>)> = image_file_cases()["paths"]
+        .as_array()
+        .expect("paths")
+        .iter()
+        .map(|c| {
+            (
+                c[0].as_str().expect("path").to_string(),
+                c[1].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    for junk in [
+        format!("/img/upload/{set}.small.jpg.webp.webp"),
+        format!("/img/upload/{set}.small.xyz"),
+        format!("/img/upload/../../{set}.small.jpg"),
+        format!("/img/upload/{}{set}.small.jpg", "/".repeat(4000)),
+        format!("/img/upload/{set}.small.j%70g"),
+        format!("/img/upload/{set}%2Esmall.jpg"),
+        format!("/img/upload/{set}.small.jpg%00"),
+        format!("/img/upload/{}.small.jpg", "x".repeat(500)),
+        "/img/upload/x.small.JPG".to_string(),
+    ] {
+        uris.push((junk, None));
+    }
+    let requests: Vec<serde_json::Value> = uris
+        .iter()
+        .flat_map(|(uri, _)| {
+            [Some("image/webp"), None].map(|accept| {
+                let mut headers = serde_json::json!({"host": {"value": "d111111abcdef8.cloudfront.net"}});
+                if let Some(accept) = accept {
+                    headers["accept"] = serde_json::json!({"value": accept});
+                }
+                serde_json::json!({"method": "GET", "uri": uri, "querystring": {}, "headers": headers, "cookies": {}})
+            })
+        })
+        .collect();
+    let script = format!(
+        "{code}\nvar requests = {};\n\
+         console.log(JSON.stringify(requests.map(function (r) {{ return handler({{request: r}}); }})));\n",
+        serde_json::Value::Array(requests)
+    );
+    let Some(out) = crate::support::node::run_json(&script) else {
+        return;
+    };
+    let out = out.as_array().expect("results");
+    assert_eq!(out.len(), uris.len() * 2);
+    for ((uri, kind), answers) in uris.iter().zip(out.chunks(2)) {
+        for got in answers {
+            let refused = got["statusCode"].as_u64() == Some(404);
+            assert_eq!(refused, kind.is_none(), "{uri:.80}: refused at the edge");
+            let reaches = !refused && groups_with_maker.contains(origin_of(uri).as_str());
+            let sent = got["uri"].as_str().unwrap_or_default();
+            if reaches {
+                assert_eq!(kind.as_deref(), Some("variant"), "{uri}");
+                assert!(
+                    sent == uri || *sent == format!("{uri}.webp"),
+                    "{uri} -> {sent}"
+                );
+                let webp_variant = uri.ends_with(".webp");
+                assert!(!webp_variant, "a WebP variant has no sibling: {uri}");
+            }
+            if kind.as_deref() == Some("variant") && !uri.ends_with(".webp") {
+                assert!(reaches, "{uri}: a variant may have its sibling made");
+            }
+        }
     }
 }
