@@ -183,14 +183,22 @@ async fn sub_restricted_keys_neither_see_nor_reference_other_sub_ids_images() {
         "{body}"
     );
 
-    // An unrestricted key may give a north business a south logo; the north key then sees
-    // the id but not the image, and may still write the object back unchanged.
+    // Not even an unrestricted key may give a north business a south logo (a logo is of
+    // the business's sub id or of none)...
     let (code, body) = status(all.put(&north_path, &json!({"logo_image_id": south_by_all}))).await;
+    assert_eq!(
+        (code, body.get("logo_image_id").is_some()),
+        (400, true),
+        "{body}"
+    );
+    // ...but it may give it one of no sub id: the north key then sees the id but not the
+    // image, and may still write the object back unchanged.
+    let (code, body) = status(all.put(&north_path, &json!({"logo_image_id": no_sub}))).await;
     assert_eq!(code, 200, "{body}");
-    assert_eq!(body["logo_image"]["id"], south_by_all);
+    assert_eq!(body["logo_image"]["id"], no_sub);
     let (code, seen) = status(north.get(&north_path)).await;
     assert_eq!(code, 200);
-    assert_eq!(seen["logo_image_id"], south_by_all);
+    assert_eq!(seen["logo_image_id"], no_sub);
     assert_eq!(seen["logo_image"], Value::Null);
     let image_ids = |v: &Value| -> Vec<i64> {
         v["images"]
@@ -205,7 +213,7 @@ async fn sub_restricted_keys_neither_see_nor_reference_other_sub_ids_images() {
     written_back["business_name"] = json!("North Shop 2");
     let (code, body) = status(north.put(&north_path, &written_back)).await;
     assert_eq!(code, 200, "{body}");
-    assert_eq!(body["logo_image_id"], south_by_all);
+    assert_eq!(body["logo_image_id"], no_sub);
 
     // The south business's detail shows each key only its own sub id's images.
     let south_path = format!("/api/v2/businesses/{south_shop}/");
