@@ -14,8 +14,10 @@ pub mod image_record;
 pub mod local;
 pub mod location;
 pub mod operations;
+pub mod post;
 #[cfg(feature = "files")]
 pub mod s3;
+pub mod site;
 pub mod store;
 #[cfg(feature = "images")]
 pub mod upload;

@@ -23,7 +23,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::operations::images as image;
-use crate::operations::{business, Reply, Services};
+use crate::operations::{business, posts, sites, Reply, Services};
 use crate::store::{IdempotencyKey, StoredAnswer, Stores};
 
 pub struct App {
@@ -220,7 +220,15 @@ impl App {
     async fn replay(&self, auth: &Authenticated, answer: StoredAnswer) -> Result<Response<Bytes>> {
         let get = route(&Method::GET, &answer.location)
             .ok()
-            .filter(|get| matches!(get.operation, Operation::BusinessGet | Operation::ImageGet))
+            .filter(|get| {
+                matches!(
+                    get.operation,
+                    Operation::BusinessGet
+                        | Operation::ImageGet
+                        | Operation::SiteGet
+                        | Operation::PostGet
+                )
+            })
             .ok_or_else(|| {
                 ApiError::internal(format!(
                     "an Idempotency-Key's answer names no object: {}",
@@ -299,6 +307,15 @@ impl App {
                      store (SITEHOST_BUCKET)",
                 )),
             },
+            Operation::SiteList => sites::list(services, caller, params).await,
+            Operation::SiteGet => sites::get(services, caller, id()?).await,
+            Operation::SiteCreate => sites::create(services, caller, body).await,
+            Operation::SiteUpdate => sites::update(services, caller, id()?, body).await,
+            Operation::SiteDelete => sites::delete(services, caller, id()?).await,
+            Operation::PostList => posts::list(services, caller, params).await,
+            Operation::PostGet => posts::get(services, caller, id()?).await,
+            Operation::PostCreate => posts::create(services, caller, body).await,
+            Operation::PostUpdate => posts::update(services, caller, id()?, body).await,
         }?;
         Ok(to_response(reply))
     }

@@ -550,7 +550,16 @@ mod tests {
                 "image-list",
                 "image-get",
                 "image-upload",
-                "image-delete"
+                "image-delete",
+                "site-list",
+                "site-get",
+                "site-create",
+                "site-update",
+                "site-delete",
+                "post-list",
+                "post-get",
+                "post-create",
+                "post-update"
             ]
         );
     }

@@ -19,10 +19,19 @@ pub enum Operation {
     ImageGet,
     ImageUpload,
     ImageDelete,
+    SiteList,
+    SiteGet,
+    SiteCreate,
+    SiteUpdate,
+    SiteDelete,
+    PostList,
+    PostGet,
+    PostCreate,
+    PostUpdate,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 8] = [
+    pub const ALL: [Operation; 17] = [
         Operation::BusinessList,
         Operation::BusinessGet,
         Operation::BusinessCreate,
@@ -31,6 +40,15 @@ impl Operation {
         Operation::ImageGet,
         Operation::ImageUpload,
         Operation::ImageDelete,
+        Operation::SiteList,
+        Operation::SiteGet,
+        Operation::SiteCreate,
+        Operation::SiteUpdate,
+        Operation::SiteDelete,
+        Operation::PostList,
+        Operation::PostGet,
+        Operation::PostCreate,
+        Operation::PostUpdate,
     ];
 
     /// Whether the operation changes state (its nonce is recorded before it runs).
@@ -41,6 +59,11 @@ impl Operation {
                 | Operation::BusinessUpdate
                 | Operation::ImageUpload
                 | Operation::ImageDelete
+                | Operation::SiteCreate
+                | Operation::SiteUpdate
+                | Operation::SiteDelete
+                | Operation::PostCreate
+                | Operation::PostUpdate
         )
     }
 
@@ -100,7 +123,7 @@ const fn documented(template: &'static str, operation_id: &'static str) -> Docum
 }
 
 /// Every operation, in [`Operation::ALL`]'s order.
-pub static ROUTES: [OperationRoute; 8] = [
+pub static ROUTES: [OperationRoute; 17] = [
     OperationRoute {
         operation: Operation::BusinessList,
         method: Method::GET,
@@ -156,6 +179,60 @@ pub static ROUTES: [OperationRoute; 8] = [
         method: Method::DELETE,
         paths: &[documented("/api/v2/images/{id}/", "deleteImage")],
         function: "image-delete",
+    },
+    OperationRoute {
+        operation: Operation::SiteList,
+        method: Method::GET,
+        paths: &[documented("/api/v2/sites/", "listSites")],
+        function: "site-list",
+    },
+    OperationRoute {
+        operation: Operation::SiteGet,
+        method: Method::GET,
+        paths: &[documented("/api/v2/sites/{id}/", "getSite")],
+        function: "site-get",
+    },
+    OperationRoute {
+        operation: Operation::SiteCreate,
+        method: Method::POST,
+        paths: &[documented("/api/v2/sites/", "createSite")],
+        function: "site-create",
+    },
+    OperationRoute {
+        operation: Operation::SiteUpdate,
+        method: Method::PUT,
+        paths: &[documented("/api/v2/sites/{id}/", "updateSite")],
+        function: "site-update",
+    },
+    OperationRoute {
+        operation: Operation::SiteDelete,
+        method: Method::DELETE,
+        paths: &[documented("/api/v2/sites/{id}/", "deleteSite")],
+        function: "site-delete",
+    },
+    OperationRoute {
+        operation: Operation::PostList,
+        method: Method::GET,
+        paths: &[documented("/api/v2/posts/", "listPosts")],
+        function: "post-list",
+    },
+    OperationRoute {
+        operation: Operation::PostGet,
+        method: Method::GET,
+        paths: &[documented("/api/v2/posts/{id}/", "getPost")],
+        function: "post-get",
+    },
+    OperationRoute {
+        operation: Operation::PostCreate,
+        method: Method::POST,
+        paths: &[documented("/api/v2/posts/", "createPost")],
+        function: "post-create",
+    },
+    OperationRoute {
+        operation: Operation::PostUpdate,
+        method: Method::PUT,
+        paths: &[documented("/api/v2/posts/{id}/", "updatePost")],
+        function: "post-update",
     },
 ];
 

@@ -7,7 +7,9 @@
 pub mod business;
 pub mod images;
 pub mod listing;
+pub mod posts;
 pub mod siblings;
+pub mod sites;
 pub mod upload_stats;
 
 use std::sync::Arc;

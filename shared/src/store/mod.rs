@@ -15,6 +15,9 @@ pub mod dynamo;
 pub mod files;
 pub mod rules;
 pub mod scope;
+pub mod sites;
+
+pub use sites::{PostStore, SiteStore};
 
 /// One page of a list plus the number of all matches.
 #[derive(Debug, Clone, PartialEq)]
@@ -251,8 +254,20 @@ pub trait IdempotencyStore: Send + Sync {
 }
 
 /// Everything the API needs from a record store.
-pub trait Store: KeyStore + BusinessStore + ImageStore + BudgetStore + IdempotencyStore {}
-impl<T: KeyStore + BusinessStore + ImageStore + BudgetStore + IdempotencyStore> Store for T {}
+pub trait Store:
+    KeyStore + BusinessStore + ImageStore + BudgetStore + IdempotencyStore + SiteStore + PostStore
+{
+}
+impl<T> Store for T where
+    T: KeyStore
+        + BusinessStore
+        + ImageStore
+        + BudgetStore
+        + IdempotencyStore
+        + SiteStore
+        + PostStore
+{
+}
 
 pub type SharedStore = Arc<dyn Store>;
 

@@ -28,6 +28,7 @@ use crate::image_record::{Image, NewImage};
 use crate::operations::images::view;
 use crate::operations::upload_stats::record_upload;
 use crate::operations::{ImageUploads, Reply, Services};
+use crate::site::Site;
 use crate::store::files::SharedFiles;
 use fetch::Fetcher;
 use naming::{file_stem, original_path};
@@ -82,7 +83,12 @@ async fn upload(
 ) -> Result<Image> {
     let request = UploadRequest::from_json(crate::validate::json_object(body)?)?;
     let business = visible_business(services, caller, request.business_id).await?;
-    let partner_sub_id = image_sub_id(caller, business.as_ref());
+    let site = match (request.site_id, &business, &caller.restrict_sub_id) {
+        // Only an unrestricted key's upload naming no business takes its sub id from a site.
+        (Some(site_id), None, None) => services.store.get_site(caller.account_id, site_id).await?,
+        _ => None,
+    };
+    let partner_sub_id = image_sub_id(caller, business.as_ref(), site.as_ref());
     let (bytes, name) = content::fetch_or_decode(
         uploads,
         &services.config,
@@ -131,12 +137,19 @@ async fn visible_business(
 }
 
 /// The sub id an uploaded image belongs to, fixed at upload: a restricted key's own; for
-/// an unrestricted key, that of the business it names, else none.
-pub fn image_sub_id(caller: &Caller, business: Option<&Business>) -> Option<String> {
-    match (&caller.restrict_sub_id, business) {
-        (Some(sub), _) => Some(sub.clone()),
-        (None, Some(business)) => business.partner_sub_id.clone(),
-        (None, None) => None,
+/// an unrestricted key, that of the business it names, else that of the site it names when
+/// that is a site of the account (so the site's own sub id sees it under `?site_id=`), else
+/// none. A `site_id` that names no site of the account is kept as given.
+pub fn image_sub_id(
+    caller: &Caller,
+    business: Option<&Business>,
+    site: Option<&Site>,
+) -> Option<String> {
+    match (&caller.restrict_sub_id, business, site) {
+        (Some(sub), _, _) => Some(sub.clone()),
+        (None, Some(business), _) => business.partner_sub_id.clone(),
+        (None, None, Some(site)) => site.partner_sub_id.clone(),
+        (None, None, None) => None,
     }
 }
 

@@ -21,6 +21,7 @@ mod images_aws;
 mod images_integrity;
 mod lambda_events;
 mod openapi;
+mod sites_http;
 mod store_contract;
 mod support;
 mod template_consistency;

@@ -305,6 +305,11 @@ fn stated_figures() -> Vec<String> {
     let window = sitehost::auth::TIMESTAMP_WINDOW_SECS;
     let max_limit = sitehost::operations::listing::MAX_LIMIT;
     let mut figures = vec![
+        // A blog post's content.
+        format!(
+            "{} bytes",
+            thousands(sitehost::post::MAX_CONTENT_BYTES as u64)
+        ),
         // The request body (`SITEHOST_MAX_BODY_BYTES`).
         mib(config::DEFAULT_MAX_BODY_BYTES as u64),
         // Uploads, fetches and images.
@@ -652,6 +657,16 @@ fn every_schema_bound_is_the_codes() {
                 sitehost::business::MAX_PARTNER_ID_CHARS as u64
             }
             ("maxItems", "objects") => max_limit,
+            ("maxItems", "locations" | "location_ids") if pointer.contains("/Site") => {
+                sitehost::site::MAX_SITE_LOCATIONS as u64
+            }
+            ("maxLength", "title") if pointer.contains("/Post") => {
+                sitehost::post::MAX_TITLE_CHARS as u64
+            }
+            ("maxLength", "title") => sitehost::site::MAX_TITLE_CHARS as u64,
+            ("maxLength", "partner_site_id" | "partner_user_id") => {
+                sitehost::site::MAX_PARTNER_ID_CHARS as u64
+            }
             ("maxItems", "locations") => location::MAX_LOCATIONS as u64,
             ("maxItems", "services") => location::MAX_SERVICES as u64,
             ("maxItems", "phones") => location::MAX_PHONES as u64,
@@ -796,6 +811,14 @@ fn the_reference_and_deploy_guide_state_the_codes_limits() {
         format!(
             "at most {} KiB",
             sitehost::api::params::MAX_FORM_BODY_BYTES >> 10
+        ),
+        format!(
+            "distinct, at most {}, each a location",
+            sitehost::site::MAX_SITE_LOCATIONS
+        ),
+        format!(
+            "at most {} bytes (UTF-8)",
+            thousands(sitehost::post::MAX_CONTENT_BYTES as u64)
         ),
     ] {
         assert!(

@@ -685,6 +685,8 @@ const ALLOWED: &[(&str, &[Grants])] = &[
             &[
                 ("dynamodb:GetItem", "BUSINESS#*"),
                 ("dynamodb:GetItem", "IMAGE#*"),
+                // A site it names gives the image its sub id.
+                ("dynamodb:GetItem", "SITE#*"),
                 ("dynamodb:PutItem", "IMAGE#*"),
                 ("dynamodb:PutItem", "A#*#I#*"),
                 ("dynamodb:PutItem", "H#*"),
@@ -712,6 +714,99 @@ const ALLOWED: &[(&str, &[Grants])] = &[
             ],
         ],
     ),
+    ("site-list", &[AUTHENTICATION, SITE_LIST]),
+    ("site-get", &[AUTHENTICATION, SITE_DETAIL]),
+    (
+        "site-create",
+        &[AUTHENTICATION, IDEMPOTENCY, SITE_DETAIL, SITE_CREATE],
+    ),
+    ("site-update", &[AUTHENTICATION, SITE_DETAIL, SITE_WRITE]),
+    ("site-delete", &[AUTHENTICATION, SITE_DISABLE]),
+    ("post-list", &[AUTHENTICATION, POST_LIST]),
+    ("post-get", &[AUTHENTICATION, POST_READ]),
+    (
+        "post-create",
+        &[
+            AUTHENTICATION,
+            IDEMPOTENCY,
+            POST_READ,
+            POST_WRITE,
+            POST_CREATE,
+        ],
+    ),
+    ("post-update", &[AUTHENTICATION, POST_READ, POST_WRITE]),
+];
+
+/// A site's list: its scope's count (counter lanes, or a narrow scope's entries), entries
+/// and records.
+const SITE_LIST: Grants = &[
+    ("dynamodb:Query", "A#*#S#*"),
+    ("dynamodb:Query", "A#*#SC#*"),
+    ("dynamodb:Query", "H#*"),
+    ("dynamodb:BatchGetItem", "SITE#*"),
+];
+/// A site's detail: the site, then its business with its locations (the business's
+/// partition).
+const SITE_DETAIL: Grants = &[
+    ("dynamodb:GetItem", "SITE#*"),
+    ("dynamodb:Query", "BUSINESS#*"),
+];
+const SITE_CREATE: Grants = &[
+    ("dynamodb:UpdateItem", "SEQ#site"),
+    ("dynamodb:PutItem", "SITE#*"),
+    ("dynamodb:PutItem", "SITEADDR#*"),
+    ("dynamodb:PutItem", "A#*#S#*"),
+    ("dynamodb:PutItem", "H#*"),
+    ("dynamodb:UpdateItem", "A#*#SC#*"),
+    ("dynamodb:UpdateItem", "H#*"),
+];
+/// An update or a disable: the site, its address item taken or given up, its entries and
+/// counter lanes.
+const SITE_WRITE: Grants = &[
+    ("dynamodb:GetItem", "SITE#*"),
+    ("dynamodb:PutItem", "SITE#*"),
+    ("dynamodb:PutItem", "SITEADDR#*"),
+    ("dynamodb:PutItem", "A#*#S#*"),
+    ("dynamodb:PutItem", "H#*"),
+    ("dynamodb:DeleteItem", "SITEADDR#*"),
+    ("dynamodb:DeleteItem", "A#*#S#*"),
+    ("dynamodb:DeleteItem", "H#*"),
+    ("dynamodb:UpdateItem", "A#*#SC#*"),
+    ("dynamodb:UpdateItem", "H#*"),
+];
+/// A disable: the site, its address item given up, its entries and counter lanes.
+const SITE_DISABLE: Grants = &[
+    ("dynamodb:GetItem", "SITE#*"),
+    ("dynamodb:PutItem", "SITE#*"),
+    ("dynamodb:PutItem", "A#*#S#*"),
+    ("dynamodb:PutItem", "H#*"),
+    ("dynamodb:DeleteItem", "SITEADDR#*"),
+    ("dynamodb:DeleteItem", "A#*#S#*"),
+    ("dynamodb:DeleteItem", "H#*"),
+    ("dynamodb:UpdateItem", "A#*#SC#*"),
+    ("dynamodb:UpdateItem", "H#*"),
+];
+const POST_LIST: Grants = &[
+    ("dynamodb:GetItem", "SITE#*"),
+    ("dynamodb:Query", "A#*#P#*"),
+    ("dynamodb:Query", "A#*#PC#*"),
+    ("dynamodb:Query", "H#*"),
+    ("dynamodb:BatchGetItem", "POST#*"),
+];
+/// A post and the site it is seen through.
+const POST_READ: Grants = &[
+    ("dynamodb:GetItem", "POST#*"),
+    ("dynamodb:GetItem", "SITE#*"),
+];
+const POST_WRITE: Grants = &[
+    ("dynamodb:PutItem", "POST#*"),
+    ("dynamodb:PutItem", "A#*#P#*"),
+    ("dynamodb:PutItem", "H#*"),
+];
+const POST_CREATE: Grants = &[
+    ("dynamodb:UpdateItem", "SEQ#post"),
+    ("dynamodb:UpdateItem", "A#*#PC#*"),
+    ("dynamodb:UpdateItem", "H#*"),
 ];
 
 /// IAM's `StringLike`: `*` matches any run of characters, `?` any one.
@@ -849,9 +944,15 @@ fn each_function_may_touch_only_the_items_it_uses() {
             // Besides the idempotency keys a failed create or upload gives back.
             if action == "dynamodb:DeleteItem" && pattern != "IDEMPOTENCY#*" {
                 assert!(
-                    [Operation::BusinessUpdate, Operation::ImageDelete].contains(&operation),
-                    "{}: only business-update and image-delete delete (list entries of scopes \
-                     left, of a deleted image)",
+                    [
+                        Operation::BusinessUpdate,
+                        Operation::ImageDelete,
+                        Operation::SiteUpdate,
+                        Operation::SiteDelete
+                    ]
+                    .contains(&operation),
+                    "{}: only business-update, image-delete, site-update and site-delete \
+                     delete (list entries of scopes left, of a deleted image; a site's address)",
                     function.logical_id
                 );
             }
@@ -1821,6 +1922,14 @@ fn throttle_group(operation: Operation) -> &'static str {
         | Operation::ImageGet => "Read",
         Operation::BusinessCreate | Operation::BusinessUpdate | Operation::ImageDelete => "Write",
         Operation::ImageUpload => "Upload",
+        Operation::SiteList | Operation::SiteGet | Operation::PostList | Operation::PostGet => {
+            "Read"
+        }
+        Operation::SiteCreate
+        | Operation::SiteUpdate
+        | Operation::SiteDelete
+        | Operation::PostCreate
+        | Operation::PostUpdate => "Write",
     }
 }
 

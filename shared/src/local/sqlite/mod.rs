@@ -84,6 +84,7 @@ mod images;
 mod keys;
 mod nonces;
 mod rows;
+mod sites;
 
 const DB_FILE: &str = "sitehost.db";
 const READERS: usize = 4;
@@ -144,6 +145,7 @@ impl SqliteStore {
         let path = data_dir.join(DB_FILE);
         let writer = connect(&path).map_err(db_error)?;
         writer.execute_batch(SCHEMA).map_err(db_error)?;
+        writer.execute_batch(sites::SCHEMA).map_err(db_error)?;
         migrate(&writer).map_err(db_error)?;
         let readers = (0..READERS)
             .map(|_| connect(&path).map(Mutex::new))

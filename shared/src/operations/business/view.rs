@@ -53,7 +53,7 @@ pub fn detail(detail: &BusinessDetail, logo_image: Option<Value>, images: Vec<Va
 }
 
 /// A location as the detail object shows it: every documented key, null when not given.
-fn location(location: &Location, business_id: i64) -> Value {
+pub fn location(location: &Location, business_id: i64) -> Value {
     let f = &location.fields;
     let mut map = Map::new();
     map.insert("id".into(), json!(location.id));

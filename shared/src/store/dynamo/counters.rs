@@ -30,7 +30,9 @@ impl DynamoStore {
             return Ok(id);
         }
         let block = match seq {
-            Seq::Business | Seq::Image | Seq::Location => i64::from(self.id_block),
+            Seq::Business | Seq::Image | Seq::Location | Seq::Site | Seq::Post => {
+                i64::from(self.id_block)
+            }
             Seq::Account | Seq::User => 1,
         };
         let last = self

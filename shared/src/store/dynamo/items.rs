@@ -42,6 +42,8 @@ pub enum Seq {
     Account,
     User,
     Location,
+    Site,
+    Post,
 }
 
 impl Seq {
@@ -52,6 +54,8 @@ impl Seq {
             Seq::Location => "location",
             Seq::Account => "account",
             Seq::User => "user",
+            Seq::Site => "site",
+            Seq::Post => "post",
         }
     }
 }
@@ -61,6 +65,8 @@ impl Seq {
 pub enum Kind {
     Business,
     Image,
+    Site,
+    Post,
 }
 
 impl Kind {
@@ -68,6 +74,8 @@ impl Kind {
         match self {
             Kind::Business => "B",
             Kind::Image => "I",
+            Kind::Site => "S",
+            Kind::Post => "P",
         }
     }
 
@@ -75,6 +83,8 @@ impl Kind {
         match self {
             Kind::Business => "BC",
             Kind::Image => "IC",
+            Kind::Site => "SC",
+            Kind::Post => "PC",
         }
     }
 }
@@ -170,7 +180,26 @@ pub fn record_key(kind: Kind, id: i64) -> Item {
     match kind {
         Kind::Business => business_key(id),
         Kind::Image => image_key(id),
+        Kind::Site => site_key(id),
+        Kind::Post => post_key(id),
     }
+}
+
+pub fn site_key(id: i64) -> Item {
+    key(format!("SITE#{id}"), "SITE")
+}
+
+pub fn post_key(id: i64) -> Item {
+    key(format!("POST#{id}"), "POST")
+}
+
+/// The item that holds an address for its one active site: written with
+/// `attribute_not_exists`, so of two sites at one address one only is created or enabled.
+pub fn site_address_key(address_key: &str) -> Item {
+    key(
+        bounded(format!("SITEADDR#{}", escaped(address_key))),
+        "SITEADDR",
+    )
 }
 
 /// One of the partitions holding the list entries of one scope of an account: `shard` is
@@ -207,7 +236,12 @@ pub fn padded(id: i64) -> String {
 /// The `by_name` sort key: the case-insensitive name, `\u{1}` (below any character a name
 /// may hold: control characters are rejected), then the padded id, so ties break by id.
 pub fn name_sort_key(business: &Business) -> String {
-    let mut name = crate::store::scope::name_key(business);
+    text_sort_key(crate::store::scope::name_key(business), business.id)
+}
+
+/// A `by_name` sort key of any text key (a business name's, a site title's, a post's date):
+/// cut to [`MAX_NAME_KEY_BYTES`], then `\u{1}` and the padded id.
+pub fn text_sort_key(mut name: String, id: i64) -> String {
     if name.len() > MAX_NAME_KEY_BYTES {
         let mut end = MAX_NAME_KEY_BYTES;
         while !name.is_char_boundary(end) {
@@ -215,7 +249,7 @@ pub fn name_sort_key(business: &Business) -> String {
         }
         name.truncate(end);
     }
-    format!("{name}\u{1}{}", padded(business.id))
+    format!("{name}\u{1}{}", padded(id))
 }
 
 /// The key of a record's list entry in one scope: in the shard its id hashes to.

@@ -26,8 +26,11 @@ mod images;
 mod items;
 mod keys;
 mod logo_marks;
+mod posts;
 mod reads;
 mod records;
+mod site_records;
+mod sites;
 mod spread;
 mod transactions;
 

@@ -49,7 +49,7 @@ impl DynamoStore {
     /// The number of records of a scope: the sum of its counter lanes, read with one
     /// (consistent) `Query` per lane partition, all at once. Absent lanes count 0; a lane
     /// may be negative (a record left the scope on another lane than it joined on).
-    async fn count(&self, kind: Kind, account_id: i64, scope: &str) -> Result<u64> {
+    pub(super) async fn count(&self, kind: Kind, account_id: i64, scope: &str) -> Result<u64> {
         let partitions = (0..spread::COUNTER_PARTITIONS).map(|partition| async move {
             let pk = items::counter_pk(kind, account_id, scope, partition);
             let mut sum: i64 = 0;
@@ -157,7 +157,7 @@ impl DynamoStore {
     /// `offset+limit` entries (all shards at once), and the shards are merged in order. A
     /// shard's first `offset+limit` entries hold every one of the scope's first
     /// `offset+limit` that lives there, so the merge is exact.
-    async fn scope_ids(&self, list: &ScopeList<'_>) -> Result<Vec<i64>> {
+    pub(super) async fn scope_ids(&self, list: &ScopeList<'_>) -> Result<Vec<i64>> {
         let shards = (0..spread::ENTRY_SHARDS).map(|shard| self.shard_entries(list, shard));
         let mut entries: Vec<(String, i64)> =
             try_join_all(shards).await?.into_iter().flatten().collect();

@@ -18,6 +18,7 @@ mod keys_and_nonces;
 mod listing;
 mod locations;
 mod logo_marks;
+mod sites;
 mod write_budgets;
 
 use crate::support;
@@ -243,6 +244,10 @@ macro_rules! contract {
                 idempotent_creates::a_sub_sending_first_does_not_swallow_anothers_create,
                 idempotent_creates::another_callers_key_is_not_disclosed,
                 idempotent_creates::simultaneous_creates_with_one_key,
+                sites::sites_round_trip_and_addresses,
+                sites::site_filters_orders_and_sub_ids,
+                sites::concurrent_creates_at_one_address,
+                sites::posts_round_trip_newest_first,
             );
             contract!(@probed $factory;
                 listing::offsets_past_the_end_read_only_the_counter,
@@ -287,6 +292,7 @@ mod on_double {
         idempotency::concurrent_idempotency_claims,
         idempotent_creates::simultaneous_creates_with_one_key,
         budgets::large_budgets_admit_exactly_their_limit,
+        sites::concurrent_creates_at_one_address,
     );
 }
 
