@@ -129,13 +129,16 @@ pub fn init_tracing() -> &'static CapturedLogs {
 /// must live on one moto (a table and the double in front of it) takes one answer.
 pub fn aws_endpoint() -> Option<String> {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let listed: Vec<String> = std::env::var(ENDPOINTS_VAR)
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .map(String::from)
-        .collect();
+    static LISTED: OnceLock<Vec<String>> = OnceLock::new();
+    let listed = LISTED.get_or_init(|| {
+        std::env::var(ENDPOINTS_VAR)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(String::from)
+            .collect()
+    });
     if !listed.is_empty() {
         return Some(listed[NEXT.fetch_add(1, Ordering::Relaxed) % listed.len()].clone());
     }
