@@ -129,7 +129,7 @@ fn sort(rows: &mut [(&Location, &Business)], order: LocationOrder) {
                 let name = l.fields.location_name.as_deref().unwrap_or_default();
                 (collation::sort_key(name), l.id)
             };
-            rows.sort_by_cached_key(|(l, _)| key(*l));
+            rows.sort_by_cached_key(|(l, _)| key(l));
             if descending {
                 rows.reverse();
             }
@@ -140,7 +140,7 @@ fn sort(rows: &mut [(&Location, &Business)], order: LocationOrder) {
                 _ => f64::INFINITY,
             };
             rows.sort_by(|(a, _), (b, _)| {
-                distance(*a).total_cmp(&distance(*b)).then(a.id.cmp(&b.id))
+                distance(a).total_cmp(&distance(b)).then(a.id.cmp(&b.id))
             });
         }
     }

@@ -153,7 +153,7 @@ pub fn query(params: &[(String, String)]) -> Result<LocationQuery> {
 
 /// Great-circle distance in kilometres (haversine, mean Earth radius).
 pub fn distance_km(lat1: f64, lon1: f64, lat2: f64, lon2: f64) -> f64 {
-    const EARTH_RADIUS_KM: f64 = 6_371.0088;
+    const EARTH_RADIUS_KM: f64 = 6_371.008_8;
     let (p1, p2) = (lat1.to_radians(), lat2.to_radians());
     let dp = p2 - p1;
     let dl = (lon2 - lon1).to_radians();
