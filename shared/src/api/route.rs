@@ -19,10 +19,15 @@ pub enum Operation {
     ImageGet,
     ImageUpload,
     ImageDelete,
+    LocationList,
+    LocationGet,
+    LocationCreate,
+    LocationUpdate,
+    LocationDelete,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 8] = [
+    pub const ALL: [Operation; 13] = [
         Operation::BusinessList,
         Operation::BusinessGet,
         Operation::BusinessCreate,
@@ -31,6 +36,11 @@ impl Operation {
         Operation::ImageGet,
         Operation::ImageUpload,
         Operation::ImageDelete,
+        Operation::LocationList,
+        Operation::LocationGet,
+        Operation::LocationCreate,
+        Operation::LocationUpdate,
+        Operation::LocationDelete,
     ];
 
     /// Whether the operation changes state (its nonce is recorded before it runs).
@@ -41,6 +51,9 @@ impl Operation {
                 | Operation::BusinessUpdate
                 | Operation::ImageUpload
                 | Operation::ImageDelete
+                | Operation::LocationCreate
+                | Operation::LocationUpdate
+                | Operation::LocationDelete
         )
     }
 
@@ -100,7 +113,7 @@ const fn documented(template: &'static str, operation_id: &'static str) -> Docum
 }
 
 /// Every operation, in [`Operation::ALL`]'s order.
-pub static ROUTES: [OperationRoute; 8] = [
+pub static ROUTES: [OperationRoute; 13] = [
     OperationRoute {
         operation: Operation::BusinessList,
         method: Method::GET,
@@ -156,6 +169,37 @@ pub static ROUTES: [OperationRoute; 8] = [
         method: Method::DELETE,
         paths: &[documented("/api/v2/images/{id}/", "deleteImage")],
         function: "image-delete",
+    },
+    // Locations: a business's, by id (operations::locations).
+    OperationRoute {
+        operation: Operation::LocationList,
+        method: Method::GET,
+        paths: &[documented("/api/v2/locations/", "listLocations")],
+        function: "location-list",
+    },
+    OperationRoute {
+        operation: Operation::LocationGet,
+        method: Method::GET,
+        paths: &[documented("/api/v2/locations/{id}/", "getLocation")],
+        function: "location-get",
+    },
+    OperationRoute {
+        operation: Operation::LocationCreate,
+        method: Method::POST,
+        paths: &[documented("/api/v2/locations/", "createLocation")],
+        function: "location-create",
+    },
+    OperationRoute {
+        operation: Operation::LocationUpdate,
+        method: Method::PUT,
+        paths: &[documented("/api/v2/locations/{id}/", "updateLocation")],
+        function: "location-update",
+    },
+    OperationRoute {
+        operation: Operation::LocationDelete,
+        method: Method::DELETE,
+        paths: &[documented("/api/v2/locations/{id}/", "deleteLocation")],
+        function: "location-delete",
     },
 ];
 

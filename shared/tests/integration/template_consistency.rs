@@ -303,7 +303,7 @@ fn every_router_route_is_in_the_template_once() {
         Method::DELETE,
     ];
     let mut served = BTreeSet::new();
-    for resource in ["businesses", "business", "images"] {
+    for resource in ["businesses", "business", "images", "locations"] {
         for template_path in [
             format!("/api/v2/{resource}/"),
             format!("/api/v2/{resource}"),
@@ -613,6 +613,11 @@ const BUSINESS_DETAIL: Grants = &[
     ("dynamodb:Query", "H#*"),
     ("dynamodb:BatchGetItem", "IMAGE#*"),
 ];
+/// A location by id: its pointer, then its business's partition.
+const LOCATION_READ: Grants = &[
+    ("dynamodb:GetItem", "LOCATION#*"),
+    ("dynamodb:Query", "BUSINESS#*"),
+];
 const ALLOWED: &[(&str, &[Grants])] = &[
     (
         "business-list",
@@ -657,6 +662,8 @@ const ALLOWED: &[(&str, &[Grants])] = &[
                 ("dynamodb:UpdateItem", "H#*"),
                 // The logo's mark (`ADD logo_of`, on its ownership condition).
                 ("dynamodb:UpdateItem", "IMAGE#*"),
+                // The pointers of new location ids.
+                ("dynamodb:BatchWriteItem", "LOCATION#*"),
             ],
         ],
     ),
@@ -678,6 +685,56 @@ const ALLOWED: &[(&str, &[Grants])] = &[
                 ("dynamodb:UpdateItem", "H#*"),
                 // The new logo's mark and the old one's removal.
                 ("dynamodb:UpdateItem", "IMAGE#*"),
+                // The pointers of new location ids.
+                ("dynamodb:BatchWriteItem", "LOCATION#*"),
+            ],
+        ],
+    ),
+    // Locations: their pointer (`LOCATION#<id>`) and their business's partition.
+    (
+        "location-list",
+        &[
+            AUTHENTICATION,
+            &[
+                ("dynamodb:Query", "BUSINESS#*"),
+                ("dynamodb:GetItem", "A#*#BC#*"),
+                ("dynamodb:GetItem", "H#*"),
+                ("dynamodb:Query", "A#*#B#*"),
+                ("dynamodb:Query", "H#*"),
+                ("dynamodb:BatchGetItem", "BUSINESS#*"),
+            ],
+        ],
+    ),
+    ("location-get", &[AUTHENTICATION, LOCATION_READ]),
+    (
+        "location-create",
+        &[
+            AUTHENTICATION,
+            IDEMPOTENCY,
+            LOCATION_READ,
+            &[
+                ("dynamodb:PutItem", "BUSINESS#*"),
+                ("dynamodb:UpdateItem", "SEQ#location"),
+                ("dynamodb:BatchWriteItem", "LOCATION#*"),
+            ],
+        ],
+    ),
+    (
+        "location-update",
+        &[
+            AUTHENTICATION,
+            LOCATION_READ,
+            &[("dynamodb:PutItem", "BUSINESS#*")],
+        ],
+    ),
+    (
+        "location-delete",
+        &[
+            AUTHENTICATION,
+            LOCATION_READ,
+            &[
+                ("dynamodb:PutItem", "BUSINESS#*"),
+                ("dynamodb:DeleteItem", "LOCATION#*"),
             ],
         ],
     ),
@@ -870,9 +927,14 @@ fn each_function_may_touch_only_the_items_it_uses() {
             // Besides the idempotency keys a failed create or upload gives back.
             if action == "dynamodb:DeleteItem" && pattern != "IDEMPOTENCY#*" {
                 assert!(
-                    [Operation::BusinessUpdate, Operation::ImageDelete].contains(&operation),
-                    "{}: only business-update and image-delete delete (list entries of scopes \
-                     left, of a deleted image)",
+                    [
+                        Operation::BusinessUpdate,
+                        Operation::ImageDelete,
+                        Operation::LocationDelete
+                    ]
+                    .contains(&operation),
+                    "{}: only business-update, image-delete and location-delete delete (list \
+                     entries of scopes left, of a deleted image; a deleted location's pointer)",
                     function.logical_id
                 );
             }
@@ -1839,8 +1901,15 @@ fn throttle_group(operation: Operation) -> &'static str {
         Operation::BusinessList
         | Operation::BusinessGet
         | Operation::ImageList
-        | Operation::ImageGet => "Read",
-        Operation::BusinessCreate | Operation::BusinessUpdate | Operation::ImageDelete => "Write",
+        | Operation::ImageGet
+        | Operation::LocationList
+        | Operation::LocationGet => "Read",
+        Operation::BusinessCreate
+        | Operation::BusinessUpdate
+        | Operation::ImageDelete
+        | Operation::LocationCreate
+        | Operation::LocationUpdate
+        | Operation::LocationDelete => "Write",
         Operation::ImageUpload => "Upload",
     }
 }
@@ -1937,8 +2006,8 @@ fn every_route_is_throttled_by_its_group() {
     assert!(keys.contains("$default"));
     assert_eq!(
         keys.len(),
-        21,
-        "8 reads, 8 business writes, 2 image deletes, 2 uploads, $default"
+        31,
+        "12 reads, 8 business writes, 2 image deletes, 6 location writes, 2 uploads, $default"
     );
 }
 

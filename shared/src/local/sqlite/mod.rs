@@ -82,6 +82,7 @@ mod businesses;
 mod idempotency;
 mod images;
 mod keys;
+mod locations;
 mod nonces;
 mod rows;
 
