@@ -152,7 +152,7 @@ fn png_repaired(b: &[u8]) -> Option<Vec<u8>> {
 /// A grey (type 0) or RGB (type 2) transparent value masked to a bit depth under 8, if
 /// that changes it. At 8 bits the decoder already reads only the low byte; 16 bits use all.
 fn masked_trns(value: &[u8], depth: u8, colour_type: u8) -> Option<Vec<u8>> {
-    if depth >= 8 || !matches!(colour_type, 0 | 2) || value.len() % 2 != 0 {
+    if depth >= 8 || !matches!(colour_type, 0 | 2) || !value.len().is_multiple_of(2) {
         return None;
     }
     let mask = (1u16 << depth) - 1;
