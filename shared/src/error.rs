@@ -17,7 +17,8 @@ pub enum ApiError {
     #[error("unauthorized: {0}")]
     Unauthorized(String),
     /// The request may not be served here at all (403): it did not come through the
-    /// frontend host (`auth::origin`).
+    /// frontend host (`auth::origin`); or it names what only another sub id's key may use
+    /// (a staged upload's `upload_id`), or a staged upload's expired form.
     #[error("forbidden: {0}")]
     Forbidden(String),
     #[error("not found: {0}")]

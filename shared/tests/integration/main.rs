@@ -21,6 +21,7 @@ mod images_aws;
 mod images_integrity;
 mod lambda_events;
 mod openapi;
+mod staged_uploads;
 mod store_contract;
 mod support;
 mod template_consistency;

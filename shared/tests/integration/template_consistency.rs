@@ -55,6 +55,7 @@ const FRONTEND_FUNCTIONS: &[&str] = &["image-sibling"];
 /// Optional: unset, the code's default applies. docs/deploy.md lists each with its default.
 const OPTIONAL: &[&str] = &[
     "SITEHOST_BUCKET",
+    "SITEHOST_STAGING_BUCKET",
     "SITEHOST_DATA_DIR",
     "SITEHOST_MAX_BODY_BYTES",
     "SITEHOST_ID_BLOCK",
@@ -692,6 +693,9 @@ const ALLOWED: &[(&str, &[Grants])] = &[
                 ("dynamodb:UpdateItem", "A#*#IC#*"),
                 ("dynamodb:UpdateItem", "H#*"),
                 ("dynamodb:ConditionCheckItem", "BUSINESS#*"),
+                // A staged upload's session: read, marked used or usable again.
+                ("dynamodb:GetItem", "UPLOAD#*"),
+                ("dynamodb:UpdateItem", "UPLOAD#*"),
             ],
         ],
     ),
@@ -711,6 +715,10 @@ const ALLOWED: &[(&str, &[Grants])] = &[
                 ("dynamodb:UpdateItem", "H#*"),
             ],
         ],
+    ),
+    (
+        "image-upload-session",
+        &[AUTHENTICATION, &[("dynamodb:PutItem", "UPLOAD#*")]],
     ),
 ];
 
@@ -869,6 +877,7 @@ fn only_the_image_functions_touch_the_bucket_and_only_its_upload_prefix() {
     let template = template();
     let prefix = "${FilesBucket.Arn}/img/upload/*";
     let siblings = "${FilesBucket.Arn}/img/upload/*.webp";
+    let staging = "${StagingBucket.Arn}/staging/*";
     for function in functions(&template) {
         for statement in function.statements() {
             let sid = statement["Sid"].as_str().unwrap_or("?");
@@ -885,8 +894,16 @@ fn only_the_image_functions_touch_the_bucket_and_only_its_upload_prefix() {
                 // image-delete only removes them; image-sibling reads variants and writes
                 // (or removes again) only WebP siblings. ListBucket, on the bucket itself,
                 // lets image-sibling tell a missing variant (404) from a refusal.
+                // image-upload-session signs forms that may only put staged files (what
+                // its role may do is what its forms may); image-upload reads and deletes them.
                 let allowed: &[(&str, &str)] = match function.dir.as_str() {
-                    "image-upload" => &[("s3:PutObject", prefix), ("s3:DeleteObject", prefix)],
+                    "image-upload" => &[
+                        ("s3:PutObject", prefix),
+                        ("s3:DeleteObject", prefix),
+                        ("s3:GetObject", staging),
+                        ("s3:DeleteObject", staging),
+                    ],
+                    "image-upload-session" => &[("s3:PutObject", staging)],
                     "image-delete" => &[("s3:DeleteObject", prefix)],
                     "image-sibling" => &[
                         ("s3:GetObject", prefix),
@@ -1820,7 +1837,7 @@ fn throttle_group(operation: Operation) -> &'static str {
         | Operation::ImageList
         | Operation::ImageGet => "Read",
         Operation::BusinessCreate | Operation::BusinessUpdate | Operation::ImageDelete => "Write",
-        Operation::ImageUpload => "Upload",
+        Operation::ImageUpload | Operation::ImageUploadSession => "Upload",
     }
 }
 

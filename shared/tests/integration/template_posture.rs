@@ -153,7 +153,7 @@ fn logs_are_kept_a_year_and_outlive_the_stack() {
     let days = &template["Parameters"]["LogRetentionDays"];
     assert_eq!(days["Default"].as_u64(), Some(365));
     let groups = resources_of(&template, "AWS::Logs::LogGroup");
-    // The API's access log, the nine functions' request logs and the WAF's.
+    // The API's access log, the ten functions' request logs and the WAF's.
     assert_eq!(groups.len(), 11, "{groups:?}");
     for (id, group) in groups {
         assert_eq!(group["DeletionPolicy"].as_str(), Some("Retain"), "{id}");
