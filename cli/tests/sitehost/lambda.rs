@@ -1,5 +1,5 @@
 //! The Lambda side of the project as an operator or partner meets it outside AWS:
-//! `sitehost events sign` (re-signs `events/` for now), and the eight real function
+//! `sitehost events sign` (re-signs `events/` for now), and the real function
 //! binaries under a Lambda Runtime API (`sitehost lambda invoke`), on moto.
 
 use std::path::{Path, PathBuf};
@@ -293,7 +293,7 @@ fn functions() -> Vec<&'static str> {
 
 /// The function binaries, built for the host next to `sitehost` (target/debug). `cargo
 /// test` does not build them (it builds each `main.rs` as a test harness);
-/// `scripts/test` runs `cargo build --workspace --all-targets` first. `None` (after
+/// `scripts/test` runs `cargo build --workspace --lib --bins --tests` first. `None` (after
 /// saying so) when they are missing and not required.
 fn function_binaries() -> Option<PathBuf> {
     let dir = Path::new(BIN).parent().expect("target dir").to_path_buf();
@@ -445,6 +445,45 @@ fn cases() -> Vec<Case> {
                 assert_eq!(body["objects"][0]["id"], 2);
             },
         },
+        // Locations of business 1: the create makes locations 1 and 2.
+        Case {
+            function: "location-create",
+            event: "location-create.json",
+            status: 201,
+            check: |body, n| {
+                assert_eq!(body["id"], n as u64 + 1);
+                assert_eq!(body["business_id"], 1);
+            },
+        },
+        Case {
+            function: "location-get",
+            event: "location-get.json",
+            status: 200,
+            check: |body, _| assert_eq!(body["location_name"], "Harbour Cafe Quay"),
+        },
+        Case {
+            function: "location-list",
+            event: "location-list.json",
+            status: 200,
+            check: |body, _| assert_eq!(body["meta"]["total_count"], 2),
+        },
+        Case {
+            function: "location-update",
+            event: "location-update.json",
+            status: 200,
+            check: |body, _| assert_eq!(body["location_name"], "Quay North"),
+        },
+        // Location 1 goes; the warm invocation finds it gone (404).
+        Case {
+            function: "location-delete",
+            event: "location-delete.json",
+            status: 204,
+            check: |body, n| {
+                if n == 1 {
+                    assert!(body["error"].is_string(), "{body}");
+                }
+            },
+        },
         Case {
             function: "business-update",
             event: "business-update.json",
@@ -475,7 +514,7 @@ fn cases() -> Vec<Case> {
 }
 
 #[test]
-fn the_nine_functions_answer_their_events_cold_and_warm() {
+fn every_function_answers_its_events_cold_and_warm() {
     let (Some(bins), Some(endpoint)) = (function_binaries(), aws_endpoint()) else {
         return;
     };

@@ -23,7 +23,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::operations::images as image;
-use crate::operations::{business, Reply, Services};
+use crate::operations::{business, locations, Reply, Services};
 use crate::store::{IdempotencyKey, StoredAnswer, Stores};
 
 pub struct App {
@@ -225,7 +225,12 @@ impl App {
     async fn replay(&self, auth: &Authenticated, answer: StoredAnswer) -> Result<Response<Bytes>> {
         let get = route(&Method::GET, &answer.location)
             .ok()
-            .filter(|get| matches!(get.operation, Operation::BusinessGet | Operation::ImageGet))
+            .filter(|get| {
+                matches!(
+                    get.operation,
+                    Operation::BusinessGet | Operation::ImageGet | Operation::LocationGet
+                )
+            })
             .ok_or_else(|| {
                 ApiError::internal(format!(
                     "an Idempotency-Key's answer names no object: {}",
@@ -300,6 +305,13 @@ impl App {
             Operation::ImageList => image::list(services, caller, params).await,
             Operation::ImageGet => image::get(services, caller, id()?).await,
             Operation::ImageDelete => image::delete(services, caller, id()?).await,
+            Operation::LocationList => locations::list(services, caller, params).await,
+            Operation::LocationGet => locations::get(services, caller, id()?).await,
+            Operation::LocationCreate => locations::create(services, caller, body, &budget).await,
+            Operation::LocationUpdate => {
+                locations::update(services, caller, id()?, body, &budget).await
+            }
+            Operation::LocationDelete => locations::delete(services, caller, id()?).await,
             Operation::ImageUpload => match &services.uploads {
                 Some(uploads) => uploads.upload(services, caller, body).await,
                 None => Err(ApiError::internal(

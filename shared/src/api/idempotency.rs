@@ -33,7 +33,7 @@ pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 pub fn key_of(headers: &HeaderMap, operation: Operation) -> Result<Option<String>> {
     if !matches!(
         operation,
-        Operation::BusinessCreate | Operation::ImageUpload
+        Operation::BusinessCreate | Operation::ImageUpload | Operation::LocationCreate
     ) {
         return Ok(None);
     }

@@ -550,7 +550,12 @@ mod tests {
                 "image-list",
                 "image-get",
                 "image-upload",
-                "image-delete"
+                "image-delete",
+                "location-list",
+                "location-get",
+                "location-create",
+                "location-update",
+                "location-delete"
             ]
         );
     }

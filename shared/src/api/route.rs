@@ -19,13 +19,18 @@ pub enum Operation {
     ImageGet,
     ImageUpload,
     ImageDelete,
+    LocationList,
+    LocationGet,
+    LocationCreate,
+    LocationUpdate,
+    LocationDelete,
     /// A staged upload's session: a form to post one large file with, turned into an image
     /// by an `ImageUpload` naming its `upload_id`.
     ImageUploadSession,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 9] = [
+    pub const ALL: [Operation; 14] = [
         Operation::BusinessList,
         Operation::BusinessGet,
         Operation::BusinessCreate,
@@ -34,6 +39,11 @@ impl Operation {
         Operation::ImageGet,
         Operation::ImageUpload,
         Operation::ImageDelete,
+        Operation::LocationList,
+        Operation::LocationGet,
+        Operation::LocationCreate,
+        Operation::LocationUpdate,
+        Operation::LocationDelete,
         Operation::ImageUploadSession,
     ];
 
@@ -45,6 +55,9 @@ impl Operation {
                 | Operation::BusinessUpdate
                 | Operation::ImageUpload
                 | Operation::ImageDelete
+                | Operation::LocationCreate
+                | Operation::LocationUpdate
+                | Operation::LocationDelete
                 | Operation::ImageUploadSession
         )
     }
@@ -117,7 +130,7 @@ const fn documented(template: &'static str, operation_id: &'static str) -> Docum
 }
 
 /// Every operation, in [`Operation::ALL`]'s order.
-pub static ROUTES: [OperationRoute; 9] = [
+pub static ROUTES: [OperationRoute; 14] = [
     OperationRoute {
         operation: Operation::BusinessList,
         method: Method::GET,
@@ -173,6 +186,37 @@ pub static ROUTES: [OperationRoute; 9] = [
         method: Method::DELETE,
         paths: &[documented("/api/v2/images/{id}/", "deleteImage")],
         function: "image-delete",
+    },
+    // Locations: a business's, by id (operations::locations).
+    OperationRoute {
+        operation: Operation::LocationList,
+        method: Method::GET,
+        paths: &[documented("/api/v2/locations/", "listLocations")],
+        function: "location-list",
+    },
+    OperationRoute {
+        operation: Operation::LocationGet,
+        method: Method::GET,
+        paths: &[documented("/api/v2/locations/{id}/", "getLocation")],
+        function: "location-get",
+    },
+    OperationRoute {
+        operation: Operation::LocationCreate,
+        method: Method::POST,
+        paths: &[documented("/api/v2/locations/", "createLocation")],
+        function: "location-create",
+    },
+    OperationRoute {
+        operation: Operation::LocationUpdate,
+        method: Method::PUT,
+        paths: &[documented("/api/v2/locations/{id}/", "updateLocation")],
+        function: "location-update",
+    },
+    OperationRoute {
+        operation: Operation::LocationDelete,
+        method: Method::DELETE,
+        paths: &[documented("/api/v2/locations/{id}/", "deleteLocation")],
+        function: "location-delete",
     },
     OperationRoute {
         operation: Operation::ImageUploadSession,

@@ -10,9 +10,11 @@ use crate::account::{Account, ApiKey, NewKey};
 use crate::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::error::Result;
 use crate::image_record::{Image, ImageQuery, NewImage};
+pub use location_store::LocationStore;
 
 pub mod dynamo;
 pub mod files;
+pub mod location_store;
 pub mod rules;
 pub mod scope;
 
@@ -292,12 +294,23 @@ pub trait UploadSessionStore: Send + Sync {
 
 /// Everything the API needs from a record store.
 pub trait Store:
-    KeyStore + BusinessStore + ImageStore + BudgetStore + IdempotencyStore + UploadSessionStore
+    KeyStore
+    + BusinessStore
+    + ImageStore
+    + BudgetStore
+    + IdempotencyStore
+    + LocationStore
+    + UploadSessionStore
 {
 }
-impl<
-        T: KeyStore + BusinessStore + ImageStore + BudgetStore + IdempotencyStore + UploadSessionStore,
-    > Store for T
+impl<T> Store for T where
+    T: KeyStore
+        + BusinessStore
+        + ImageStore
+        + BudgetStore
+        + IdempotencyStore
+        + LocationStore
+        + UploadSessionStore
 {
 }
 

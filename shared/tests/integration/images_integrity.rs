@@ -25,7 +25,8 @@ use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{FileStore, SharedFiles};
 use sitehost::store::{
     BudgetDecision, BudgetKind, BudgetStore, BusinessStore, IdempotencyClaim, IdempotencyKey,
-    IdempotencyStore, ImageStore, KeyStore, Page, SharedStore, StoredAnswer, Stores,
+    IdempotencyStore, ImageStore, KeyStore, LocationStore, Page, SharedStore, StoredAnswer, Stores,
+    UploadSession, UploadSessionStore,
 };
 use sitehost::upload::naming::original_path;
 use sitehost::upload::sweep::{sweep, SweepOptions, SweepReport};
@@ -348,6 +349,32 @@ impl BusinessStore for FaultyImages {
     }
     async fn list_businesses(&self, a: i64, query: &BusinessQuery) -> Result<Page<Business>> {
         self.inner.list_businesses(a, query).await
+    }
+}
+
+#[async_trait]
+impl LocationStore for FaultyImages {
+    async fn location_business(&self, account_id: i64, id: i64) -> Result<Option<i64>> {
+        self.inner.location_business(account_id, id).await
+    }
+    async fn backfill_location_pointers(&self) -> Result<(u64, u64)> {
+        self.inner.backfill_location_pointers().await
+    }
+}
+
+#[async_trait]
+impl UploadSessionStore for FaultyImages {
+    async fn create_upload_session(&self, session: &UploadSession, now: i64) -> Result<()> {
+        self.inner.create_upload_session(session, now).await
+    }
+    async fn get_upload_session(&self, upload_id: &str, now: i64) -> Result<Option<UploadSession>> {
+        self.inner.get_upload_session(upload_id, now).await
+    }
+    async fn use_upload_session(&self, upload_id: &str) -> Result<bool> {
+        self.inner.use_upload_session(upload_id).await
+    }
+    async fn release_upload_session(&self, upload_id: &str) -> Result<()> {
+        self.inner.release_upload_session(upload_id).await
     }
 }
 

@@ -20,6 +20,7 @@ mod images;
 mod images_aws;
 mod images_integrity;
 mod lambda_events;
+mod locations_http;
 mod openapi;
 mod staged_uploads;
 mod store_contract;

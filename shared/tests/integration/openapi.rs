@@ -373,6 +373,16 @@ fn stated_figures() -> Vec<String> {
             "At most {} characters",
             thousands(location::MAX_DESCRIPTION_CHARS as u64)
         ),
+        // Locations and their hours (location/hours.rs, operations/locations).
+        format!("at most {} locations", location::MAX_LOCATIONS),
+        format!(
+            "at most {} of them",
+            sitehost::operations::locations::MAX_LIST_BUSINESSES
+        ),
+        format!("1 to {} of `a-z0-9_-`", location::hours::MAX_TYPE_CHARS),
+        format!("at most {} types", location::hours::MAX_TYPES),
+        format!("`[\"{}\"]`", location::hours::ALL_DAY),
+        format!("`{}`", location::hours::END_OF_DAY),
         // What a 400 echoes (error.rs) and DynamoDB's busy answer (store/dynamo).
         format!(
             "at most {} characters",
@@ -677,6 +687,12 @@ fn every_schema_bound_is_the_codes() {
                 location::MAX_TEXT_CHARS as u64
             }
             ("maxItems", "images") => sitehost::operations::business::DETAIL_IMAGES_LIMIT,
+            ("maxItems" | "minItems", _) if pointer.ends_with("/Week") => {
+                location::hours::DAYS as u64
+            }
+            ("maxItems", _) if pointer.contains("/Day/") => location::hours::MAX_RANGES as u64,
+            ("minItems", _) if pointer.contains("/Day/") => 2,
+            ("maxProperties", "HoursByType") => location::hours::MAX_TYPES as u64,
             ("maxItems", _) if pointer.contains("/ValidationMessages/") => {
                 source_const("error.rs", "MAX_MESSAGES_PER_FIELD")
             }

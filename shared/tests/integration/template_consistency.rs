@@ -304,7 +304,7 @@ fn every_router_route_is_in_the_template_once() {
         Method::DELETE,
     ];
     let mut served = BTreeSet::new();
-    for resource in ["businesses", "business", "images"] {
+    for resource in ["businesses", "business", "images", "locations"] {
         for template_path in [
             format!("/api/v2/{resource}/"),
             format!("/api/v2/{resource}"),
@@ -614,6 +614,11 @@ const BUSINESS_DETAIL: Grants = &[
     ("dynamodb:Query", "H#*"),
     ("dynamodb:BatchGetItem", "IMAGE#*"),
 ];
+/// A location by id: its pointer, then its business's partition.
+const LOCATION_READ: Grants = &[
+    ("dynamodb:GetItem", "LOCATION#*"),
+    ("dynamodb:Query", "BUSINESS#*"),
+];
 const ALLOWED: &[(&str, &[Grants])] = &[
     (
         "business-list",
@@ -658,6 +663,8 @@ const ALLOWED: &[(&str, &[Grants])] = &[
                 ("dynamodb:UpdateItem", "H#*"),
                 // The logo's mark (`ADD logo_of`, on its ownership condition).
                 ("dynamodb:UpdateItem", "IMAGE#*"),
+                // The pointers of new location ids.
+                ("dynamodb:BatchWriteItem", "LOCATION#*"),
             ],
         ],
     ),
@@ -679,6 +686,56 @@ const ALLOWED: &[(&str, &[Grants])] = &[
                 ("dynamodb:UpdateItem", "H#*"),
                 // The new logo's mark and the old one's removal.
                 ("dynamodb:UpdateItem", "IMAGE#*"),
+                // The pointers of new location ids.
+                ("dynamodb:BatchWriteItem", "LOCATION#*"),
+            ],
+        ],
+    ),
+    // Locations: their pointer (`LOCATION#<id>`) and their business's partition.
+    (
+        "location-list",
+        &[
+            AUTHENTICATION,
+            &[
+                ("dynamodb:Query", "BUSINESS#*"),
+                ("dynamodb:GetItem", "A#*#BC#*"),
+                ("dynamodb:GetItem", "H#*"),
+                ("dynamodb:Query", "A#*#B#*"),
+                ("dynamodb:Query", "H#*"),
+                ("dynamodb:BatchGetItem", "BUSINESS#*"),
+            ],
+        ],
+    ),
+    ("location-get", &[AUTHENTICATION, LOCATION_READ]),
+    (
+        "location-create",
+        &[
+            AUTHENTICATION,
+            IDEMPOTENCY,
+            LOCATION_READ,
+            &[
+                ("dynamodb:PutItem", "BUSINESS#*"),
+                ("dynamodb:UpdateItem", "SEQ#location"),
+                ("dynamodb:BatchWriteItem", "LOCATION#*"),
+            ],
+        ],
+    ),
+    (
+        "location-update",
+        &[
+            AUTHENTICATION,
+            LOCATION_READ,
+            &[("dynamodb:PutItem", "BUSINESS#*")],
+        ],
+    ),
+    (
+        "location-delete",
+        &[
+            AUTHENTICATION,
+            LOCATION_READ,
+            &[
+                ("dynamodb:PutItem", "BUSINESS#*"),
+                ("dynamodb:DeleteItem", "LOCATION#*"),
             ],
         ],
     ),
@@ -878,9 +935,14 @@ fn each_function_may_touch_only_the_items_it_uses() {
             // Besides the idempotency keys a failed create or upload gives back.
             if action == "dynamodb:DeleteItem" && pattern != "IDEMPOTENCY#*" {
                 assert!(
-                    [Operation::BusinessUpdate, Operation::ImageDelete].contains(&operation),
-                    "{}: only business-update and image-delete delete (list entries of scopes \
-                     left, of a deleted image)",
+                    [
+                        Operation::BusinessUpdate,
+                        Operation::ImageDelete,
+                        Operation::LocationDelete
+                    ]
+                    .contains(&operation),
+                    "{}: only business-update, image-delete and location-delete delete (list \
+                     entries of scopes left, of a deleted image; a deleted location's pointer)",
                     function.logical_id
                 );
             }
@@ -1856,8 +1918,15 @@ fn throttle_group(operation: Operation) -> &'static str {
         Operation::BusinessList
         | Operation::BusinessGet
         | Operation::ImageList
-        | Operation::ImageGet => "Read",
-        Operation::BusinessCreate | Operation::BusinessUpdate | Operation::ImageDelete => "Write",
+        | Operation::ImageGet
+        | Operation::LocationList
+        | Operation::LocationGet => "Read",
+        Operation::BusinessCreate
+        | Operation::BusinessUpdate
+        | Operation::ImageDelete
+        | Operation::LocationCreate
+        | Operation::LocationUpdate
+        | Operation::LocationDelete => "Write",
         Operation::ImageUpload | Operation::ImageUploadSession => "Upload",
     }
 }
@@ -1954,8 +2023,8 @@ fn every_route_is_throttled_by_its_group() {
     assert!(keys.contains("$default"));
     assert_eq!(
         keys.len(),
-        21,
-        "8 reads, 8 business writes, 2 image deletes, 2 uploads, $default"
+        31,
+        "12 reads, 8 business writes, 2 image deletes, 6 location writes, 2 uploads, $default"
     );
 }
 

@@ -88,6 +88,7 @@ mod businesses;
 mod idempotency;
 mod images;
 mod keys;
+mod locations;
 mod nonces;
 mod rows;
 mod upload_sessions;

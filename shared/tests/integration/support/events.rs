@@ -27,7 +27,7 @@ pub struct FixtureKey {
     pub secret: &'static str,
 }
 
-/// A fresh store with the key (user 42), business 1 and image 1, and an app on it whose
+/// A fresh store with the key (user 42), business 1 with location 1, and image 1, and an app on it whose
 /// clock is 5 s after `SIGNED_AT`. The scheme defaults to https, as on Lambda
 /// (`Config::from_env("dynamodb")`); `public_hosts` is `SITEHOST_PUBLIC_HOSTS`;
 /// `origin_secret` is `SITEHOST_ORIGIN_VERIFY` (the template sets [`ORIGIN_SECRET`]'s kind).
@@ -89,6 +89,19 @@ pub async fn fixture_app_with_secret(
         category_id: None,
         logo_image_id: None,
         user_id: 42,
+        locations: vec![sitehost::location::NewLocation {
+            id: None,
+            fields: sitehost::location::LocationFields {
+                location_name: Some("Quay".into()),
+                street: Some("1 Quay St".into()),
+                city: Some("Wellington".into()),
+                state: Some("WGN".into()),
+                postal_code: Some("6011".into()),
+                country: Some("NZ".into()),
+                ..Default::default()
+            },
+            hours_given: false,
+        }],
         ..Default::default()
     };
     store
@@ -137,6 +150,25 @@ pub fn assert_fixture_answer(operation: Operation, body: &Value, headers: &Heade
         Operation::ImageGet => assert_eq!(body["image"], "img/upload/existing-abc.png"),
         // 204 No Content.
         Operation::ImageDelete => assert_eq!(body, &Value::Null),
+        Operation::LocationList => {
+            assert_eq!(body["meta"]["total_count"], 1);
+            assert_eq!(body["objects"][0]["location_name"], "Quay");
+        }
+        Operation::LocationGet => {
+            assert_eq!(body["location_name"], "Quay");
+            assert_eq!(body["business_id"], 1);
+        }
+        Operation::LocationCreate => {
+            assert_eq!(body["location_name"], "Harbour Cafe Quay");
+            assert_eq!(body["business_id"], 1);
+            assert_eq!(
+                headers["location"],
+                format!("/api/v2/locations/{}/", body["id"])
+            );
+        }
+        Operation::LocationUpdate => assert_eq!(body["location_name"], "Quay North"),
+        // 204 No Content.
+        Operation::LocationDelete => assert_eq!(body, &Value::Null),
         Operation::ImageUpload => {
             assert_eq!(
                 (body["width"].as_u64(), body["height"].as_u64()),

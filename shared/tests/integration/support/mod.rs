@@ -24,7 +24,9 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::config::{
+    BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig,
+};
 use aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
@@ -230,6 +232,11 @@ pub fn client_config(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
         .endpoint_url(endpoint)
         .region(Region::new(var("AWS_REGION", "us-east-1")))
         .credentials_provider(credentials)
+        // A request queued at its moto's gate (`OneAtATime`) receives nothing while it
+        // waits, and the SDK's stalled-stream protection took more than 5 s of that for a
+        // dead connection: concurrent tests on a loaded machine failed with "minimum
+        // throughput was specified at 1 B/s, but throughput of 0 B/s was observed".
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
 }
 
 /// A client for `endpoint` (`client_config`) that sends one request at a time (see
