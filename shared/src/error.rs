@@ -141,8 +141,10 @@ fn field_body(field: &str, message: String) -> Value {
 
 /// What an error body may echo of a request, so that a 50 KB query cannot make a 200 KB
 /// answer: messages (which may quote a value) and field names of at most this many
-/// characters, each message once, a few per field, and a bounded number of fields.
-const MAX_ECHO_CHARS: usize = 300;
+/// characters, each message once, a few per field, and a bounded number of fields. Our own
+/// longest message, the upload route's 413 that names both ways in for a larger image, is
+/// about 340 characters.
+const MAX_ECHO_CHARS: usize = 400;
 const MAX_MESSAGES_PER_FIELD: usize = 5;
 const MAX_FIELDS: usize = 50;
 

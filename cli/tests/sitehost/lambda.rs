@@ -426,6 +426,17 @@ fn cases() -> Vec<Case> {
                 assert_eq!(body["business_id"], 1);
             },
         },
+        // A staged upload's form (a presigned POST onto the staging bucket of env-vars.json).
+        Case {
+            function: "image-upload-session",
+            event: "image-upload-session.json",
+            status: 201,
+            check: |body, _| {
+                assert!(body["upload_id"].is_string(), "{body}");
+                assert_eq!(body["method"], "POST");
+                assert_eq!(body["max_bytes"], 5_508_789);
+            },
+        },
         Case {
             function: "image-get",
             event: "image-get.json",

