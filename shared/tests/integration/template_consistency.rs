@@ -304,7 +304,13 @@ fn every_router_route_is_in_the_template_once() {
         Method::DELETE,
     ];
     let mut served = BTreeSet::new();
-    for resource in ["businesses", "business", "images", "images/uploads", "locations"] {
+    for resource in [
+        "businesses",
+        "business",
+        "images",
+        "images/uploads",
+        "locations",
+    ] {
         for template_path in [
             format!("/api/v2/{resource}/"),
             format!("/api/v2/{resource}"),
