@@ -281,7 +281,7 @@ fn signing_several_files_writes_them_to_a_directory() {
     }
 }
 
-// ---- The nine function binaries under the Runtime API (`sitehost lambda invoke`) ----
+// ---- The ten function binaries under the Runtime API (`sitehost lambda invoke`) ----
 
 /// Every function: one per routed operation (the route table names them), and the
 /// frontend's `image-sibling`.
@@ -424,6 +424,17 @@ fn cases() -> Vec<Case> {
                     (Some(2), Some(2))
                 );
                 assert_eq!(body["business_id"], 1);
+            },
+        },
+        // A staged upload's form (a presigned POST onto the staging bucket of env-vars.json).
+        Case {
+            function: "image-upload-session",
+            event: "image-upload-session.json",
+            status: 201,
+            check: |body, _| {
+                assert!(body["upload_id"].is_string(), "{body}");
+                assert_eq!(body["method"], "POST");
+                assert_eq!(body["max_bytes"], 5_508_789);
             },
         },
         Case {

@@ -198,7 +198,12 @@ impl App {
             None => form.unwrap_or_default(),
             Some(body) => read(body, config.max_body_bytes, too_large, progress).await?,
         };
-        let run = self.run(route, &auth, &body, &query);
+        let origin = format!(
+            "{}://{}",
+            config.default_scheme,
+            header(&parts.headers, "host").unwrap_or("localhost")
+        );
+        let run = self.run(route, &auth, &body, &query, &origin);
         match idempotency_key {
             None => run.await,
             Some(value) => {
@@ -232,7 +237,7 @@ impl App {
                     answer.location
                 ))
             })?;
-        let response = self.run(get, auth, &[], &[]).await?;
+        let response = self.run(get, auth, &[], &[], "").await?;
         Ok(idempotency::replayed(response, &answer))
     }
 
@@ -267,12 +272,15 @@ impl App {
         .await
     }
 
+    /// Runs the routed operation. `origin` (the scheme and `Host` the request came to)
+    /// completes a staged upload's form URL when it is on this server (`sitehost serve`).
     async fn run(
         &self,
         route: Route,
         auth: &Authenticated,
         body: &[u8],
         params: &[(String, String)],
+        origin: &str,
     ) -> Result<Response<Bytes>> {
         let caller = &auth.caller;
         let services = &self.services;
@@ -311,6 +319,9 @@ impl App {
                      store (SITEHOST_BUCKET)",
                 )),
             },
+            Operation::ImageUploadSession => {
+                image::staged::create_session(services, caller, body, origin).await
+            }
         }?;
         Ok(to_response(reply))
     }

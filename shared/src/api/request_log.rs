@@ -555,7 +555,8 @@ mod tests {
                 "location-get",
                 "location-create",
                 "location-update",
-                "location-delete"
+                "location-delete",
+                "image-upload-session"
             ]
         );
     }

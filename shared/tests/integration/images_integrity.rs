@@ -26,6 +26,7 @@ use sitehost::store::files::{FileStore, SharedFiles};
 use sitehost::store::{
     BudgetDecision, BudgetKind, BudgetStore, BusinessStore, IdempotencyClaim, IdempotencyKey,
     IdempotencyStore, ImageStore, KeyStore, LocationStore, Page, SharedStore, StoredAnswer, Stores,
+    UploadSession, UploadSessionStore,
 };
 use sitehost::upload::naming::original_path;
 use sitehost::upload::sweep::{sweep, SweepOptions, SweepReport};
@@ -358,6 +359,22 @@ impl LocationStore for FaultyImages {
     }
     async fn backfill_location_pointers(&self) -> Result<(u64, u64)> {
         self.inner.backfill_location_pointers().await
+    }
+}
+
+#[async_trait]
+impl UploadSessionStore for FaultyImages {
+    async fn create_upload_session(&self, session: &UploadSession, now: i64) -> Result<()> {
+        self.inner.create_upload_session(session, now).await
+    }
+    async fn get_upload_session(&self, upload_id: &str, now: i64) -> Result<Option<UploadSession>> {
+        self.inner.get_upload_session(upload_id, now).await
+    }
+    async fn use_upload_session(&self, upload_id: &str) -> Result<bool> {
+        self.inner.use_upload_session(upload_id).await
+    }
+    async fn release_upload_session(&self, upload_id: &str) -> Result<()> {
+        self.inner.release_upload_session(upload_id).await
     }
 }
 

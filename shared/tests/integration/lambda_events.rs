@@ -190,6 +190,15 @@ fn cases() -> Vec<Case> {
             body: None,
             expect_status: 204,
         },
+        Case {
+            file: "image-upload-session.json",
+            operation: Operation::ImageUploadSession,
+            method: "POST",
+            path: "/api/v2/images/uploads/",
+            query: "",
+            body: Some(json!({"name": "IMG_2040.jpg", "size": 5_508_789})),
+            expect_status: 201,
+        },
     ]
 }
 
@@ -216,7 +225,7 @@ fn event_json(case: &Case, nonce: &str) -> Value {
     let route_path = if case.path.ends_with("/1/") {
         format!("/api/v2/{collection}/{{id}}/")
     } else {
-        format!("/api/v2/{collection}/")
+        case.path.to_string()
     };
     let mut query_map = serde_json::Map::new();
     for (n, v) in &params {
@@ -465,13 +474,16 @@ async fn a_maximum_size_upload_event_fits_the_lambda_payload_limit() {
     assert_eq!(
         body["error"],
         "The decoded file is over the upload limit of 4,669,440 bytes (4.6 MB); send a \
-         larger image by external_url, which takes files up to 26,214,400 bytes (26.2 MB)."
+         larger image as a staged upload (POST /api/v2/images/uploads/, post the file to the \
+         form it gives, then POST /api/v2/images/ with its upload_id) or by external_url, \
+         which take files up to 26,214,400 bytes (26.2 MB)."
     );
 }
 
 /// A body over the limit is refused before anything else, naming the limit in bytes and
 /// MB; on the upload route (a 5.5 MB phone photo is 7.3 MB of base64) it also says what a
-/// base64 upload may hold and that a larger image goes by `external_url`.
+/// base64 upload may hold and that a larger image goes as a staged upload first, by
+/// `external_url` second.
 #[tokio::test]
 async fn a_body_over_the_limit_says_the_limit_and_what_to_do() {
     let app = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
@@ -482,8 +494,10 @@ async fn a_body_over_the_limit_says_the_limit_and_what_to_do() {
             "POST",
             "/api/v2/images/",
             "The request body is over the limit of 7,340,032 bytes (7.3 MB). A base64 upload \
-             may hold at most 4,669,440 bytes (4.6 MB) once decoded; send a larger image by \
-             external_url, which takes files up to 26,214,400 bytes (26.2 MB).",
+             may hold at most 4,669,440 bytes (4.6 MB) once decoded; send a larger image as a \
+             staged upload (POST /api/v2/images/uploads/, post the file to the form it gives, \
+             then POST /api/v2/images/ with its upload_id) or by external_url, which take \
+             files up to 26,214,400 bytes (26.2 MB).",
         ),
         (
             Operation::BusinessCreate,

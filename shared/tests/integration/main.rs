@@ -22,6 +22,7 @@ mod images_integrity;
 mod lambda_events;
 mod locations_http;
 mod openapi;
+mod staged_uploads;
 mod store_contract;
 mod support;
 mod template_consistency;

@@ -339,6 +339,12 @@ fn stated_figures() -> Vec<String> {
             "at most {}",
             sitehost::operations::business::DETAIL_IMAGES_LIMIT
         ),
+        // Staged uploads.
+        format!(
+            "{} minutes",
+            sitehost::operations::images::staged::FORM_SECS / 60
+        ),
+        format!("1 byte to {}", thousands(fetch.max_bytes)),
         // Idempotency keys.
         format!("{} hours", sitehost::store::IDEMPOTENCY_KEY_SECS / 3600),
         // Fields.
@@ -462,6 +468,8 @@ const HARMLESS: &[&str] = &[
     "default 0",
     "no business with id 42",
     "100vw",
+    "S3",
+    "ISO 8601",
 ];
 
 /// The prose of the document (descriptions, summaries, titles, example error messages),
@@ -655,6 +663,9 @@ fn every_schema_bound_is_the_codes() {
                 sitehost::operations::listing::DEFAULT_LIMIT
             }
             ("maxLength", "business_name") => sitehost::business::MAX_NAME_CHARS as u64,
+            ("maxLength", "name") if pointer.contains("/ImageUploadSessionRequest/") => {
+                sitehost::operations::images::staged::MAX_NAME_CHARS as u64
+            }
             ("maxLength", "schema") if pointer.contains("/idempotencyKey/") => {
                 sitehost::api::idempotency::MAX_KEY_CHARS as u64
             }

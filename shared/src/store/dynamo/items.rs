@@ -146,6 +146,12 @@ pub fn idempotency_key(key: &IdempotencyKey<'_>) -> Item {
     )
 }
 
+/// A staged upload's session, under the `UPLOAD#` prefix the functions' IAM policies allow
+/// (the id is random hex, checked before any store call).
+pub fn upload_session_key(upload_id: &str) -> Item {
+    key(format!("UPLOAD#{upload_id}"), "UPLOAD")
+}
+
 pub fn business_key(id: i64) -> Item {
     key(business_pk(id), "BUSINESS")
 }

@@ -20,6 +20,7 @@ mod location_resource;
 mod locations;
 mod logo_marks;
 mod name_order;
+mod upload_sessions;
 mod write_budgets;
 
 use crate::support;
@@ -248,6 +249,7 @@ macro_rules! contract {
                 idempotent_creates::a_sub_sending_first_does_not_swallow_anothers_create,
                 idempotent_creates::another_callers_key_is_not_disclosed,
                 idempotent_creates::simultaneous_creates_with_one_key,
+                upload_sessions::upload_sessions,
             );
             contract!(@probed $factory;
                 listing::offsets_past_the_end_read_only_the_counter,

@@ -180,5 +180,19 @@ pub fn assert_fixture_answer(operation: Operation, body: &Value, headers: &Heade
                 format!("/api/v2/images/{}/", body["id"])
             );
         }
+        Operation::ImageUploadSession => {
+            assert_eq!(body["method"], "POST");
+            assert_eq!(body["max_bytes"], 5_508_789);
+            let staged = format!(
+                "/staging/{}",
+                body["upload_id"].as_str().unwrap_or_default()
+            );
+            assert!(
+                body["url"]
+                    .as_str()
+                    .is_some_and(|url| url.ends_with(&staged)),
+                "{body}"
+            );
+        }
     }
 }
