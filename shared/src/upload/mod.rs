@@ -86,22 +86,21 @@ async fn upload(
     let partner_sub_id = image_sub_id(caller, business.as_ref());
     if let Source::Staged(upload_id) = &request.source {
         let session = staged::claim(services, caller, upload_id).await?;
-        let made = match staged_content(uploads, services, &session).await {
-            Ok(bytes) => {
-                let name = Some(session.name.clone());
-                make_image(
-                    uploads,
-                    services,
-                    caller,
-                    &request,
-                    partner_sub_id,
-                    bytes,
-                    name,
-                )
-                .await
-            }
-            Err(err) => Err(err),
-        };
+        let made = async {
+            let bytes = staged_content(uploads, services, &session).await?;
+            let name = Some(session.name.clone());
+            make_image(
+                uploads,
+                services,
+                caller,
+                &request,
+                partner_sub_id,
+                bytes,
+                name,
+            )
+            .await
+        }
+        .await;
         settle_staged(uploads, services, &session, made.as_ref().err()).await;
         return made;
     }

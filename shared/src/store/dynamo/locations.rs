@@ -11,9 +11,9 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 
-use super::items::{self, n, Item, PK, SK};
+use super::items::{self, n, Item, SK};
 use super::{aws_error, backoff, build_error, busy, DynamoStore, MAX_ATTEMPTS};
-use crate::error::{ApiError, Result};
+use crate::error::Result;
 use crate::store::LocationStore;
 
 /// Most items one `BatchWriteItem` call may write.
@@ -111,11 +111,7 @@ impl DynamoStore {
                 .await
                 .map_err(|e| aws_error("scan for locations", e))?;
             for item in page.items() {
-                let pk = items::get_s(item, PK)?;
-                let business_id = pk
-                    .strip_prefix("BUSINESS#")
-                    .and_then(|id| id.parse::<i64>().ok())
-                    .ok_or_else(|| ApiError::internal("a details item with an odd key"))?;
+                let business_id = items::business_id_of(item)?;
                 let Some(record) = self.get_item(items::business_key(business_id)).await? else {
                     continue;
                 };
