@@ -110,12 +110,25 @@ def guard_report(document, rules):
 
 def guard_run(document, rules):
     """The resources a rule file finds not compliant (empty: none)."""
-    failed, cut, named = guard_report(document, rules)
-    if not failed:
-        return []
     types = set(re.findall(r"AWS::\w+::\w+", rules))
     resources = document["Resources"]
     of_type = [n for n, r in resources.items() if r.get("Type") in types]
+    if of_type:
+        # Only the resources the file checks, and those they name: the report stays short
+        # (below the 8 KiB that cfn-guard-rs returns whole) however large the template.
+        texts = [json.dumps(resources[n]) for n in of_type]
+        document = dict(
+            document,
+            Resources={
+                n: r
+                for n, r in resources.items()
+                if n in of_type or any(f'"{n}"' in t for t in texts)
+            },
+        )
+        resources = document["Resources"]
+    failed, cut, named = guard_report(document, rules)
+    if not failed:
+        return []
     if not cut:
         # The resources of the types the file checks that its paths name (all of them
         # when it names none).

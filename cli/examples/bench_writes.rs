@@ -131,6 +131,10 @@ enum Workload {
     BusinessUploads,
     /// (d) creates mixed with soft deletes, restores and renames of businesses of the run.
     Mixed,
+    /// (e) a partner syncing locations: half creates (POST /api/v2/locations/, round robin
+    /// over businesses made first, at most 40 each), half hours updates (PUT
+    /// /api/v2/locations/<id>/ with {"hours": [...]}) of the locations it made.
+    Locations,
 }
 
 impl Workload {
@@ -140,6 +144,7 @@ impl Workload {
             Workload::SiteUploads,
             Workload::BusinessUploads,
             Workload::Mixed,
+            Workload::Locations,
         ]
     }
 
@@ -149,6 +154,7 @@ impl Workload {
             Workload::SiteUploads => "site-uploads",
             Workload::BusinessUploads => "business-uploads",
             Workload::Mixed => "mixed",
+            Workload::Locations => "locations",
         }
     }
 
@@ -351,6 +357,8 @@ enum Op {
     Delete(i64),
     Restore(i64),
     Rename(i64),
+    AddLocation(i64),
+    SetHours(i64),
 }
 
 /// Businesses of the run and the counts the checks compare with the lists.
@@ -367,6 +375,13 @@ struct RunState {
     /// Updates whose outcome is unknown (no 200, no 4xx): a deleted count may be off by these.
     uncertain_updates: AtomicU64,
     sequence: AtomicU64,
+    /// The businesses the locations workload adds locations to.
+    location_businesses: Mutex<Vec<i64>>,
+    /// Locations created, free for an hours update.
+    locations: Mutex<Vec<i64>>,
+    /// Location creates answered 201, and those of unknown outcome (a 5xx, a lost reply).
+    locations_created: AtomicU64,
+    uncertain_locations: AtomicU64,
 }
 
 struct Run {
@@ -404,6 +419,18 @@ impl Run {
                 },
                 _ => take_random(&self.state.active).map_or_else(create, Op::Rename),
             },
+            Workload::Locations => {
+                let add = || {
+                    let businesses = lock(&self.state.location_businesses);
+                    let n = businesses.len().max(1) as u64;
+                    Op::AddLocation(businesses.get((i / 2 % n) as usize).copied().unwrap_or(0))
+                };
+                if i.is_multiple_of(2) {
+                    add()
+                } else {
+                    take_random(&self.state.locations).map_or_else(add, Op::SetHours)
+                }
+            }
         }
     }
 
@@ -434,6 +461,22 @@ impl Run {
                 *id,
                 json!({ "id": id, "business_name": format!("Renamed {} {id}", self.tag) }),
             ),
+            Op::AddLocation(business) => (
+                "POST",
+                "/api/v2/locations/".into(),
+                json!({ "business_id": business, "location_name": format!("Shop {}", self.tag),
+                        "street": "1 Main St", "city": "Minneapolis", "state": "MN",
+                        "postal_code": "55401", "country": "US", "lat": 44.98, "lon": -93.27 }),
+            ),
+            Op::SetHours(id) => {
+                let day = json!([["09:00:00", "17:00:00"]]);
+                let week = json!([day, day, day, day, day, [], []]);
+                (
+                    "PUT",
+                    format!("/api/v2/locations/{id}/"),
+                    json!({ "hours": [{ "type": "primary", "hours": week }] }),
+                )
+            }
         })
     }
 
@@ -457,6 +500,17 @@ impl Run {
                     state.images_created.fetch_add(1, Ordering::Relaxed);
                 }
             }
+            Op::AddLocation(_) => {
+                if answer.status == 201 {
+                    state.locations_created.fetch_add(1, Ordering::Relaxed);
+                    if let Some(id) = answer.body["id"].as_i64() {
+                        lock(&state.locations).push(id);
+                    }
+                } else if !known {
+                    state.uncertain_locations.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Op::SetHours(id) => lock(&state.locations).push(id),
             Op::Delete(id) | Op::Restore(id) | Op::Rename(id) => {
                 if !known {
                     state.uncertain_updates.fetch_add(1, Ordering::Relaxed);
@@ -749,6 +803,43 @@ async fn check(
 const CREATED: &str = "business creates answered 201 in the run:";
 const UPLOADED: &str = "uploads answered 201 in the workload:";
 const DELETED: &str = "deleted per the answers:";
+const LOCATED: &str = "location creates answered 201:";
+
+/// The locations workload's count: the sum of its businesses' location lists (a location
+/// list always names its business).
+async fn locations_check(run: &Run) -> Result<Check> {
+    let state = &run.state;
+    let businesses = lock(&state.location_businesses).clone();
+    let mut total = Some(0);
+    for business in &businesses {
+        let path = format!("/api/v2/locations/?business_id={business}&limit=1");
+        total = match (total, total_count(run, &path).await?) {
+            (Some(sum), Some(count)) => Some(sum + count),
+            _ => None,
+        };
+    }
+    let expected = state.locations_created.load(Ordering::Relaxed);
+    let uncertain = state.uncertain_locations.load(Ordering::Relaxed);
+    // A create of unknown outcome may have written its location.
+    let ok = total.is_some_and(|t| (expected..=expected + uncertain).contains(&t));
+    let list = format!(
+        "/api/v2/locations/?business_id=<each of {}>",
+        businesses.len()
+    );
+    let shown = total.map_or_else(|| "unreadable".to_string(), |t| t.to_string());
+    println!("check locations         GET {list}: total_count {shown}, {LOCATED} {expected}");
+    if !ok {
+        println!("MISMATCH locations: {list} total_count {shown} != {expected}");
+    }
+    Ok(Check {
+        workload: Workload::Locations.name(),
+        list,
+        expected,
+        total_count: total,
+        uncertain,
+        ok,
+    })
+}
 
 async fn checks_after(run: &Run, workload: Workload) -> Result<Vec<Check>> {
     let state = &run.state;
@@ -778,6 +869,7 @@ async fn checks_after(run: &Run, workload: Workload) -> Result<Vec<Check>> {
             let images = state.images_created.load(Ordering::Relaxed);
             checks.push(check(run, workload, list, (images, UPLOADED), 0).await?);
         }
+        Workload::Locations => checks.push(locations_check(run).await?),
         Workload::Mixed => {
             let uncertain = state.uncertain_updates.load(Ordering::Relaxed);
             let deleted = lock(&state.deleted).len() as u64;
@@ -1040,6 +1132,25 @@ async fn main() -> Result<()> {
             }
             run.state.businesses_created.fetch_add(1, Ordering::Relaxed);
             *lock(&run.upload_business) = answer.body["id"].as_i64();
+        }
+        if workload == Workload::Locations {
+            // Room for every create the steps offer, at most 40 a business (of 50 allowed).
+            let creates = cli.rates.iter().sum::<f64>() * cli.step_seconds / 2.0;
+            let needed = (creates / 40.0).ceil() as usize + 1;
+            for n in 0..needed {
+                let body = json!({ "business_name": format!("Locations {} {n}", run.tag) });
+                let answer = run
+                    .sender
+                    .send("POST", "/api/v2/businesses/", Some(&body))
+                    .await?;
+                if answer.status != 201 {
+                    bail!("creating a business for locations: {}", answer.status);
+                }
+                run.state.businesses_created.fetch_add(1, Ordering::Relaxed);
+                if let Some(id) = answer.body["id"].as_i64() {
+                    lock(&run.state.location_businesses).push(id);
+                }
+            }
         }
         run.state.images_created.store(0, Ordering::Relaxed);
         println!();

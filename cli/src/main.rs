@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use sitehost::config::{Config, Defaults};
 use sitehost::store::{SharedStore, Stores};
 
-use commands::{events, files, images, keys, lambda, serve, variants};
+use commands::{businesses, events, files, images, keys, lambda, locations, serve, variants};
 
 #[derive(Parser)]
 #[command(
@@ -47,6 +47,16 @@ enum Command {
     Images {
         #[command(subcommand)]
         command: images::ImagesCommand,
+    },
+    /// Maintains the business records.
+    Businesses {
+        #[command(subcommand)]
+        command: businesses::BusinessesCommand,
+    },
+    /// Maintains the locations.
+    Locations {
+        #[command(subcommand)]
+        command: locations::LocationsCommand,
     },
     /// Runs the function binaries under a local Lambda Runtime API (scripts/invoke).
     #[command(hide = true)]
@@ -107,6 +117,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Keys { command } => keys::run(command).await,
         Command::Files { command } => files::run(command).await,
         Command::Images { command } => images::run(command).await,
+        Command::Locations { command } => locations::run(command).await,
+        Command::Businesses { command } => businesses::run(command).await,
         Command::Lambda { command } => lambda::run(command).await,
         Command::Events { command } => events::run(command),
     }

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::account::Caller;
 use crate::error::{ApiError, FieldErrors, Result};
-use crate::location::{self, Location, NewLocation};
+use crate::location::{self, Location, LocationEdit, NewLocation};
 use crate::validate;
 
 pub const MAX_NAME_CHARS: usize = 255;
@@ -69,6 +69,9 @@ pub struct BusinessPatch {
     /// Replaces the locations (`location::replace`: a location keeps the `id` it gives
     /// when that is one of this business's locations).
     pub locations: Option<Vec<NewLocation>>,
+    /// Changes one location (`/api/v2/locations/`), applied to the locations as the store
+    /// reads them in its write.
+    pub location_edit: Option<LocationEdit>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,10 +157,15 @@ impl BusinessDetail {
 
     /// How many new location ids applying `patch` takes.
     pub fn ids_needed(&self, patch: &BusinessPatch) -> usize {
-        patch
+        let replaced = patch
             .locations
             .as_ref()
-            .map_or(0, |given| location::ids_needed(&self.locations, given))
+            .map_or(0, |given| location::ids_needed(&self.locations, given));
+        replaced
+            + patch
+                .location_edit
+                .as_ref()
+                .map_or(0, LocationEdit::ids_needed)
     }
 
     /// Applies a validated patch, new locations taking their ids from `fresh` (at least
@@ -174,8 +182,11 @@ impl BusinessDetail {
             self.services = services.clone();
         }
         if let Some(given) = &patch.locations {
-            self.locations = location::replace(&before.locations, given, fresh)
+            self.locations = location::replace(&before.locations, given, now, fresh)
                 .ok_or_else(|| ApiError::internal("too few location ids allocated"))?;
+        }
+        if let Some(edit) = &patch.location_edit {
+            edit.apply(&mut self.locations, now, fresh)?;
         }
         let changed = *self != before;
         if changed {
@@ -305,7 +316,7 @@ impl NewBusiness {
         now: i64,
         fresh: &mut impl Iterator<Item = i64>,
     ) -> Result<BusinessDetail> {
-        let locations = location::replace(&[], &self.locations, fresh)
+        let locations = location::replace(&[], &self.locations, now, fresh)
             .ok_or_else(|| ApiError::internal("too few location ids allocated"))?;
         let services = self.services.clone();
         Ok(BusinessDetail {
@@ -393,6 +404,7 @@ impl BusinessPatch {
             logo_image_id,
             services,
             locations,
+            location_edit: None,
         })
     }
 }

@@ -3,8 +3,9 @@
 //! `s3.rs`) and `images` (which adds `upload`: pipeline, fetcher). The only module besides
 //! `lib.rs` that names a cargo feature. Each function here answers for every build, so
 //! callers never need a `cfg` of their own. (`local`, the other feature, is reached only
-//! from the `sitehost` command, which always builds it.) Six of the nine Lambda functions
-//! build with none, image-delete with `files`, image-upload and image-sibling with `images`.
+//! from the `sitehost` command, which always builds it.) Six of the ten Lambda functions
+//! build with none, image-delete and image-upload-session with `files`, image-upload and
+//! image-sibling with `images`.
 
 use std::sync::Arc;
 
@@ -29,14 +30,18 @@ pub async fn dynamodb_stores(config: &Config, table: &str) -> Result<Stores> {
     })
 }
 
-/// The bucket (`SITEHOST_BUCKET`) as the file store, in a build with the S3 file store.
+/// The bucket (`SITEHOST_BUCKET`) as the file store, in a build with the S3 file store,
+/// with the staging bucket of staged uploads (`SITEHOST_STAGING_BUCKET`) when there is one.
 pub fn bucket_files(config: &Config, aws: &aws_config::SdkConfig) -> Option<SharedFiles> {
     #[cfg(feature = "files")]
     return config.bucket.as_ref().map(|bucket| -> SharedFiles {
-        Arc::new(crate::s3::S3Files::new(
-            aws_sdk_s3::Client::new(aws),
-            bucket.clone(),
-        ))
+        let files = crate::s3::S3Files::new(aws_sdk_s3::Client::new(aws), bucket.clone());
+        Arc::new(match (&config.staging_bucket, aws.credentials_provider()) {
+            (Some(staging), Some(credentials)) => {
+                files.with_staging(staging.clone(), aws.endpoint_url(), credentials)
+            }
+            _ => files,
+        })
     });
     #[cfg(not(feature = "files"))]
     {

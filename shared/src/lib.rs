@@ -6,6 +6,7 @@ pub mod api;
 pub mod auth;
 pub mod business;
 pub mod clock;
+pub mod collation;
 pub mod config;
 pub mod deployment;
 pub mod error;

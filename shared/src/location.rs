@@ -9,6 +9,15 @@ use serde_json::{Map, Value};
 use crate::error::FieldErrors;
 use crate::validate;
 
+pub mod edit;
+mod fields;
+pub mod hours;
+
+pub use fields::parse_location_body;
+
+pub use edit::{LocationEdit, LocationPatch};
+pub use hours::{HoursByType, Week};
+
 /// Most locations one business may hold.
 pub const MAX_LOCATIONS: usize = 50;
 /// Most phones one location may hold.
@@ -31,7 +40,7 @@ pub const MAX_LOCATIONS_BYTES: usize = 200_000;
 const STORED_ID_BYTES: usize = 28;
 
 /// The text fields of a location, in the order the detail view shows them.
-pub const TEXT_FIELDS: [&str; 9] = [
+pub const TEXT_FIELDS: [&str; 10] = [
     "partner_location_id",
     "location_name",
     "street",
@@ -41,6 +50,7 @@ pub const TEXT_FIELDS: [&str; 9] = [
     "postal_code",
     "country",
     "contact_email",
+    "location_url",
 ];
 
 /// One phone of a location: `{"type": "main", "number": "(619) 555-0100"}`.
@@ -80,6 +90,15 @@ pub struct LocationFields {
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_email: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location_url: Option<String>,
+    /// The location serves an area and shows no street address (then `street` is not
+    /// required on create).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub service_area_only: bool,
+    /// Weeks by hours type (`hours::PRIMARY` is `hours_of_operation`).
+    #[serde(default, skip_serializing_if = "HoursByType::is_empty")]
+    pub hours_by_type: HoursByType,
 }
 
 /// A location as a body gives it: its fields, and the id it claims (an update keeps the
@@ -88,6 +107,9 @@ pub struct LocationFields {
 pub struct NewLocation {
     pub id: Option<i64>,
     pub fields: LocationFields,
+    /// Whether the body gave hours: a kept location given none keeps its own (written
+    /// through `/locations/`, unknown to older partner code that sends the rest).
+    pub hours_given: bool,
 }
 
 /// A stored location: unique id (the `location` sequence, like business and image ids)
@@ -97,6 +119,12 @@ pub struct Location {
     pub id: i64,
     #[serde(flatten)]
     pub fields: LocationFields,
+    /// Unix seconds; absent on locations stored before they were kept (the view shows the
+    /// business's then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<i64>,
 }
 
 impl LocationFields {
@@ -112,6 +140,7 @@ impl LocationFields {
             "postal_code" => self.postal_code.as_deref(),
             "country" => self.country.as_deref(),
             "contact_email" => self.contact_email.as_deref(),
+            "location_url" => self.location_url.as_deref(),
             _ => None,
         }
     }
@@ -127,6 +156,7 @@ impl LocationFields {
             "postal_code" => Some(&mut self.postal_code),
             "country" => Some(&mut self.country),
             "contact_email" => Some(&mut self.contact_email),
+            "location_url" => Some(&mut self.location_url),
             _ => None,
         }
     }
@@ -161,6 +191,7 @@ fn kept_ids(current: &[Location], given: &[NewLocation]) -> Vec<Option<i64>> {
 pub fn replace(
     current: &[Location],
     given: &[NewLocation],
+    now: i64,
     fresh: &mut impl Iterator<Item = i64>,
 ) -> Option<Vec<Location>> {
     let kept = kept_ids(current, given);
@@ -168,9 +199,24 @@ pub fn replace(
         .iter()
         .zip(kept)
         .map(|(location, kept)| {
+            let Some(before) = kept.and_then(|id| current.iter().find(|c| c.id == id)) else {
+                return Some(Location {
+                    id: fresh.next()?,
+                    fields: location.fields.clone(),
+                    added: Some(now),
+                    modified: Some(now),
+                });
+            };
+            let mut fields = location.fields.clone();
+            if !location.hours_given {
+                fields.hours_by_type = before.fields.hours_by_type.clone();
+            }
+            let changed = fields != before.fields;
             Some(Location {
-                id: kept.or_else(|| fresh.next())?,
-                fields: location.fields.clone(),
+                id: before.id,
+                fields,
+                added: before.added,
+                modified: if changed { Some(now) } else { before.modified },
             })
         })
         .collect()
@@ -245,128 +291,7 @@ fn parse_location(fields: &mut FieldErrors, index: &str, value: &Value) -> Optio
         fields.add_at(&["locations", index], "Must be an object.");
         return None;
     };
-    let errors_before = fields.len();
-    let id = match body.get("id") {
-        None | Some(Value::Null) => None,
-        Some(id) => {
-            let parsed = validate::id_value(id);
-            if parsed.is_none() {
-                fields.add_at(
-                    &["locations", index, "id"],
-                    "Must be a positive integer or null.",
-                );
-            }
-            parsed
-        }
-    };
-    let mut location = NewLocation {
-        id,
-        ..Default::default()
-    };
-    for name in TEXT_FIELDS {
-        if let Some(value) = body.get(name) {
-            match validate::text_value(value, MAX_TEXT_CHARS) {
-                // A name that shows nothing would list as a nameless location.
-                Ok(Some(text)) if name == "location_name" && validate::renders_blank(&text) => {
-                    fields.add_at(&["locations", index, name], validate::BLANK_NAME_MESSAGE);
-                }
-                Ok(text) => {
-                    if let Some(slot) = location.fields.text_mut(name) {
-                        *slot = text;
-                    }
-                }
-                Err(message) => fields.add_at(&["locations", index, name], message),
-            }
-        }
-    }
-    if let Some(value) = body.get("description") {
-        match validate::prose_value(value, MAX_DESCRIPTION_CHARS) {
-            Ok(text) => location.fields.description = text,
-            Err(message) => fields.add_at(&["locations", index, "description"], message),
-        }
-    }
-    location.fields.lat = coordinate(fields, index, body, "lat", MAX_LATITUDE);
-    location.fields.lon = coordinate(fields, index, body, "lon", MAX_LONGITUDE);
-    location.fields.phones = phones(fields, index, body);
-    (fields.len() == errors_before).then_some(location)
-}
-
-/// A latitude or longitude: a number (or numeric text, as Tastypie took decimals) within
-/// ±`limit`, or null.
-fn coordinate(
-    fields: &mut FieldErrors,
-    index: &str,
-    body: &Map<String, Value>,
-    name: &str,
-    limit: f64,
-) -> Option<f64> {
-    let parsed = match body.get(name)? {
-        Value::Null => return None,
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) if s.trim().is_empty() => return None,
-        Value::String(s) => s.trim().parse::<f64>().ok(),
-        _ => None,
-    };
-    match parsed.filter(|v| v.is_finite() && v.abs() <= limit) {
-        Some(v) => Some(v),
-        None => {
-            fields.add_at(
-                &["locations", index, name],
-                format!("Must be a number from -{limit} to {limit}, or null."),
-            );
-            None
-        }
-    }
-}
-
-fn phones(fields: &mut FieldErrors, index: &str, body: &Map<String, Value>) -> Vec<Phone> {
-    let items = match body.get("phones") {
-        None | Some(Value::Null) => return Vec::new(),
-        Some(Value::Array(items)) => items,
-        Some(_) => {
-            fields.add_at(
-                &["locations", index, "phones"],
-                "Must be a list of phone objects.",
-            );
-            return Vec::new();
-        }
-    };
-    if items.len() > MAX_PHONES {
-        fields.add_at(
-            &["locations", index, "phones"],
-            format!("Ensure this list has at most {MAX_PHONES} phones."),
-        );
-        return Vec::new();
-    }
-    let mut phones = Vec::with_capacity(items.len());
-    for (j, item) in items.iter().enumerate() {
-        let j = j.to_string();
-        let Value::Object(phone) = item else {
-            fields.add_at(&["locations", index, "phones", &j], "Must be an object.");
-            continue;
-        };
-        let number = match phone.get("number") {
-            None | Some(Value::Null) => Err("This field is required.".to_string()),
-            Some(value) => validate::text_value(value, MAX_TEXT_CHARS)
-                .and_then(|n| n.ok_or_else(|| "This field may not be blank.".to_string())),
-        };
-        let kind = match phone.get("type") {
-            None => Ok(None),
-            Some(value) => validate::text_value(value, MAX_TEXT_CHARS),
-        };
-        match (number, kind) {
-            (Ok(number), Ok(kind)) => phones.push(Phone { kind, number }),
-            (number, kind) => {
-                if let Err(message) = number {
-                    fields.add_at(&["locations", index, "phones", &j, "number"], message);
-                }
-                if let Err(message) = kind {
-                    fields.add_at(&["locations", index, "phones", &j, "type"], message);
-                }
-            }
-        }
-    }
-    phones
+    parse_location_body(fields, &["locations", index], body)
 }
 
 /// Parses `services` of a body: absent is `None`; null is no services. Each is a
@@ -549,10 +474,14 @@ mod tests {
             Location {
                 id: 10,
                 fields: LocationFields::default(),
+                added: None,
+                modified: None,
             },
             Location {
                 id: 11,
                 fields: LocationFields::default(),
+                added: None,
+                modified: None,
             },
         ];
         let given = |id: Option<i64>, city: &str| NewLocation {
@@ -561,6 +490,7 @@ mod tests {
                 city: Some(city.into()),
                 ..Default::default()
             },
+            hours_given: false,
         };
         let body = vec![
             given(Some(11), "a"),
@@ -569,11 +499,11 @@ mod tests {
             given(None, "d"),
         ];
         assert_eq!(ids_needed(&current, &body), 3);
-        let replaced = replace(&current, &body, &mut (50..)).unwrap_or_default();
+        let replaced = replace(&current, &body, 0, &mut (50..)).unwrap_or_default();
         let ids: Vec<i64> = replaced.iter().map(|l| l.id).collect();
         assert_eq!(ids, [11, 50, 51, 52]);
         assert_eq!(replaced[1].fields.city.as_deref(), Some("b"));
-        assert_eq!(replace(&current, &body, &mut (50..51)), None);
+        assert_eq!(replace(&current, &body, 0, &mut (50..51)), None);
     }
 
     #[test]
@@ -589,6 +519,8 @@ mod tests {
                 }],
                 ..Default::default()
             },
+            added: None,
+            modified: None,
         };
         let text = serde_json::to_string(&[&location]).unwrap_or_default();
         assert_eq!(

@@ -337,6 +337,29 @@ fn files_restore_on_the_embedded_store_says_it_has_no_versions() {
     }
 }
 
+/// `sitehost locations backfill` runs on the embedded store, whose location rows carry
+/// their business already: it only counts them (the DynamoDB pass is a store contract case).
+#[test]
+fn locations_backfill_on_the_embedded_store_counts_them() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = Command::new(BIN)
+        .args(["locations", "backfill", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("SITEHOST_STORE")
+        .output()
+        .expect("sitehost runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("0 locations of 0 businesses are findable by id"),
+        "{stdout}"
+    );
+}
+
 /// Every `sitehost` command in docs/operations.md's code blocks is one the command
 /// accepts: its subcommands and options parse (placeholders such as `<table>` stand for
 /// values, optional parts in `[...]` are taken). `--help` stops before anything runs.

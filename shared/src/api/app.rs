@@ -23,7 +23,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::operations::images as image;
-use crate::operations::{business, posts, sites, Reply, Services};
+use crate::operations::{business, locations, posts, sites, Reply, Services};
 use crate::store::{IdempotencyKey, StoredAnswer, Stores};
 
 pub struct App {
@@ -198,7 +198,12 @@ impl App {
             None => form.unwrap_or_default(),
             Some(body) => read(body, config.max_body_bytes, too_large, progress).await?,
         };
-        let run = self.run(route, &auth, &body, &query);
+        let origin = format!(
+            "{}://{}",
+            config.default_scheme,
+            header(&parts.headers, "host").unwrap_or("localhost")
+        );
+        let run = self.run(route, &auth, &body, &query, &origin);
         match idempotency_key {
             None => run.await,
             Some(value) => {
@@ -225,6 +230,7 @@ impl App {
                     get.operation,
                     Operation::BusinessGet
                         | Operation::ImageGet
+                        | Operation::LocationGet
                         | Operation::SiteGet
                         | Operation::PostGet
                 )
@@ -235,7 +241,7 @@ impl App {
                     answer.location
                 ))
             })?;
-        let response = self.run(get, auth, &[], &[]).await?;
+        let response = self.run(get, auth, &[], &[], "").await?;
         Ok(idempotency::replayed(response, &answer))
     }
 
@@ -270,12 +276,15 @@ impl App {
         .await
     }
 
+    /// Runs the routed operation. `origin` (the scheme and `Host` the request came to)
+    /// completes a staged upload's form URL when it is on this server (`sitehost serve`).
     async fn run(
         &self,
         route: Route,
         auth: &Authenticated,
         body: &[u8],
         params: &[(String, String)],
+        origin: &str,
     ) -> Result<Response<Bytes>> {
         let caller = &auth.caller;
         let services = &self.services;
@@ -300,6 +309,13 @@ impl App {
             Operation::ImageList => image::list(services, caller, params).await,
             Operation::ImageGet => image::get(services, caller, id()?).await,
             Operation::ImageDelete => image::delete(services, caller, id()?).await,
+            Operation::LocationList => locations::list(services, caller, params).await,
+            Operation::LocationGet => locations::get(services, caller, id()?).await,
+            Operation::LocationCreate => locations::create(services, caller, body, &budget).await,
+            Operation::LocationUpdate => {
+                locations::update(services, caller, id()?, body, &budget).await
+            }
+            Operation::LocationDelete => locations::delete(services, caller, id()?).await,
             Operation::ImageUpload => match &services.uploads {
                 Some(uploads) => uploads.upload(services, caller, body).await,
                 None => Err(ApiError::internal(
@@ -307,6 +323,9 @@ impl App {
                      store (SITEHOST_BUCKET)",
                 )),
             },
+            Operation::ImageUploadSession => {
+                image::staged::create_session(services, caller, body, origin).await
+            }
             Operation::SiteList => sites::list(services, caller, params).await,
             Operation::SiteGet => sites::get(services, caller, id()?).await,
             Operation::SiteCreate => sites::create(services, caller, body).await,

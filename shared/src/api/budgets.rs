@@ -32,7 +32,12 @@ pub struct Budgets {
 
 /// The budgets a request of `operation` draws on, with their limits (0 = unlimited).
 fn drawn(settings: RequestBudgets, operation: Operation) -> [(BudgetKind, u64); 2] {
-    let uploads = if operation == Operation::ImageUpload {
+    // A staged upload's session counts as an upload too, so sessions cannot be minted
+    // without end (its create counts once more).
+    let uploads = if matches!(
+        operation,
+        Operation::ImageUpload | Operation::ImageUploadSession
+    ) {
         settings.uploads_per_minute
     } else {
         0

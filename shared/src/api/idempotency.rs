@@ -35,6 +35,7 @@ pub fn key_of(headers: &HeaderMap, operation: Operation) -> Result<Option<String
         operation,
         Operation::BusinessCreate
             | Operation::ImageUpload
+            | Operation::LocationCreate
             | Operation::SiteCreate
             | Operation::PostCreate
     ) {

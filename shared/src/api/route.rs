@@ -19,6 +19,14 @@ pub enum Operation {
     ImageGet,
     ImageUpload,
     ImageDelete,
+    LocationList,
+    LocationGet,
+    LocationCreate,
+    LocationUpdate,
+    LocationDelete,
+    /// A staged upload's session: a form to post one large file with, turned into an image
+    /// by an `ImageUpload` naming its `upload_id`.
+    ImageUploadSession,
     SiteList,
     SiteGet,
     SiteCreate,
@@ -31,7 +39,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 17] = [
+    pub const ALL: [Operation; 23] = [
         Operation::BusinessList,
         Operation::BusinessGet,
         Operation::BusinessCreate,
@@ -40,6 +48,12 @@ impl Operation {
         Operation::ImageGet,
         Operation::ImageUpload,
         Operation::ImageDelete,
+        Operation::LocationList,
+        Operation::LocationGet,
+        Operation::LocationCreate,
+        Operation::LocationUpdate,
+        Operation::LocationDelete,
+        Operation::ImageUploadSession,
         Operation::SiteList,
         Operation::SiteGet,
         Operation::SiteCreate,
@@ -59,6 +73,10 @@ impl Operation {
                 | Operation::BusinessUpdate
                 | Operation::ImageUpload
                 | Operation::ImageDelete
+                | Operation::LocationCreate
+                | Operation::LocationUpdate
+                | Operation::LocationDelete
+                | Operation::ImageUploadSession
                 | Operation::SiteCreate
                 | Operation::SiteUpdate
                 | Operation::SiteDelete
@@ -100,14 +118,26 @@ pub struct DocumentedPath {
     pub operation_id: &'static str,
 }
 
+/// What follows a path's resource segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rest {
+    /// Nothing: the collection.
+    Collection,
+    /// `{id}`: one item.
+    Item,
+    /// A fixed segment (`uploads`): a sub-resource of the collection.
+    Fixed(&'static str),
+}
+
 impl DocumentedPath {
-    /// The resource segment (`businesses`) and whether the path names one item of it.
-    fn parts(&self) -> (&'static str, bool) {
+    /// The resource segment (`businesses`) and what follows it.
+    fn parts(&self) -> (&'static str, Rest) {
         let rest = self.template.strip_prefix(PREFIX).unwrap_or(self.template);
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         match rest.split_once('/') {
-            Some((resource, _id)) => (resource, true),
-            None => (rest, false),
+            Some((resource, "{id}")) => (resource, Rest::Item),
+            Some((resource, fixed)) => (resource, Rest::Fixed(fixed)),
+            None => (rest, Rest::Collection),
         }
     }
 }
@@ -123,7 +153,7 @@ const fn documented(template: &'static str, operation_id: &'static str) -> Docum
 }
 
 /// Every operation, in [`Operation::ALL`]'s order.
-pub static ROUTES: [OperationRoute; 17] = [
+pub static ROUTES: [OperationRoute; 23] = [
     OperationRoute {
         operation: Operation::BusinessList,
         method: Method::GET,
@@ -179,6 +209,46 @@ pub static ROUTES: [OperationRoute; 17] = [
         method: Method::DELETE,
         paths: &[documented("/api/v2/images/{id}/", "deleteImage")],
         function: "image-delete",
+    },
+    // Locations: a business's, by id (operations::locations).
+    OperationRoute {
+        operation: Operation::LocationList,
+        method: Method::GET,
+        paths: &[documented("/api/v2/locations/", "listLocations")],
+        function: "location-list",
+    },
+    OperationRoute {
+        operation: Operation::LocationGet,
+        method: Method::GET,
+        paths: &[documented("/api/v2/locations/{id}/", "getLocation")],
+        function: "location-get",
+    },
+    OperationRoute {
+        operation: Operation::LocationCreate,
+        method: Method::POST,
+        paths: &[documented("/api/v2/locations/", "createLocation")],
+        function: "location-create",
+    },
+    OperationRoute {
+        operation: Operation::LocationUpdate,
+        method: Method::PUT,
+        paths: &[documented("/api/v2/locations/{id}/", "updateLocation")],
+        function: "location-update",
+    },
+    OperationRoute {
+        operation: Operation::LocationDelete,
+        method: Method::DELETE,
+        paths: &[documented("/api/v2/locations/{id}/", "deleteLocation")],
+        function: "location-delete",
+    },
+    OperationRoute {
+        operation: Operation::ImageUploadSession,
+        method: Method::POST,
+        paths: &[documented(
+            "/api/v2/images/uploads/",
+            "createImageUploadSession",
+        )],
+        function: "image-upload-session",
     },
     OperationRoute {
         operation: Operation::SiteList,
@@ -243,8 +313,8 @@ pub struct Route {
     pub id: Option<i64>,
 }
 
-/// Every (operation, method, resource, item?) the table serves.
-fn served() -> impl Iterator<Item = (&'static OperationRoute, &'static str, bool)> {
+/// Every (operation, method, resource, what follows) the table serves.
+fn served() -> impl Iterator<Item = (&'static OperationRoute, &'static str, Rest)> {
     ROUTES.iter().flat_map(|entry| {
         entry.paths.iter().map(move |path| {
             let (resource, item) = path.parts();
@@ -265,18 +335,26 @@ pub fn route(method: &Method, path: &str) -> Result<Route> {
     if segments.next().is_some() || !served().any(|(_, served, _)| served == resource) {
         return Err(not_found());
     }
-    let id = match id {
-        None | Some("") => None,
-        Some(text) => Some(crate::validate::parse_id(text).ok_or_else(|| {
-            ApiError::field(
-                "id",
-                format!("'{text}' is not a valid id; ids are positive 64-bit integers."),
-            )
-        })?),
+    let fixed = served().find_map(|(_, served, rest)| match rest {
+        Rest::Fixed(fixed) if served == resource && id == Some(fixed) => Some(rest),
+        _ => None,
+    });
+    let (rest, id) = match (fixed, id) {
+        (Some(fixed), _) => (fixed, None),
+        (None, None | Some("")) => (Rest::Collection, None),
+        (None, Some(text)) => {
+            let id = crate::validate::parse_id(text).ok_or_else(|| {
+                ApiError::field(
+                    "id",
+                    format!("'{text}' is not a valid id; ids are positive 64-bit integers."),
+                )
+            })?;
+            (Rest::Item, Some(id))
+        }
     };
     served()
-        .find(|(entry, served, item)| {
-            *served == resource && *item == id.is_some() && entry.method == method
+        .find(|(entry, served, served_rest)| {
+            *served == resource && *served_rest == rest && entry.method == method
         })
         .map(|(entry, _, _)| Route {
             operation: entry.operation,
@@ -309,8 +387,12 @@ mod tests {
             for path in entry.paths {
                 assert!(path.template.starts_with(PREFIX), "{path:?}");
                 assert!(path.template.ends_with('/'), "{path:?}");
-                let (_, item) = path.parts();
-                assert_eq!(item, path.template.ends_with("/{id}/"), "{path:?}");
+                let (_, rest) = path.parts();
+                assert_eq!(
+                    rest == Rest::Item,
+                    path.template.ends_with("/{id}/"),
+                    "{path:?}"
+                );
             }
         }
     }
@@ -373,6 +455,32 @@ mod tests {
         assert!(matches!(
             route(&Method::DELETE, "/api/v2/images/"),
             Err(ApiError::MethodNotAllowed(_))
+        ));
+    }
+
+    #[test]
+    fn upload_sessions_are_a_fixed_path_under_images() {
+        for path in ["/api/v2/images/uploads/", "/api/v2/images/uploads"] {
+            assert_eq!(
+                route(&Method::POST, path).ok(),
+                Some(Route {
+                    operation: Operation::ImageUploadSession,
+                    id: None
+                })
+            );
+            assert!(matches!(
+                route(&Method::GET, path),
+                Err(ApiError::MethodNotAllowed(_))
+            ));
+            assert_eq!(allowed_methods(path), "POST");
+        }
+        assert!(matches!(
+            route(&Method::POST, "/api/v2/images/uploads/x/"),
+            Err(ApiError::NotFound(_))
+        ));
+        assert!(matches!(
+            route(&Method::GET, "/api/v2/businesses/uploads/"),
+            Err(ApiError::Validation(_))
         ));
     }
 

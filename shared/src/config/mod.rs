@@ -136,6 +136,9 @@ pub struct Config {
     /// S3 bucket of upload files (DynamoDB deployments); the embedded store keeps files in
     /// its data directory.
     pub bucket: Option<String>,
+    /// S3 bucket staged uploads are posted to (`SITEHOST_STAGING_BUCKET`); the embedded
+    /// store keeps them in its data directory.
+    pub staging_bucket: Option<String>,
     /// Largest decoded base64 upload (413 beyond): what a 6 MB Lambda request leaves.
     pub upload_max_bytes: usize,
     /// Per-key request budgets (429 beyond).
@@ -238,6 +241,7 @@ impl Config {
             max_body_bytes: parse_number("SITEHOST_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?,
             id_block: parse_number("SITEHOST_ID_BLOCK", DEFAULT_ID_BLOCK)?,
             bucket: var("SITEHOST_BUCKET"),
+            staging_bucket: var("SITEHOST_STAGING_BUCKET"),
             upload_max_bytes: parse_number("SITEHOST_UPLOAD_MAX_BYTES", DEFAULT_UPLOAD_MAX_BYTES)?,
             budgets: RequestBudgets::from_env()?,
             image_limits: ImageLimits::from_env()?,
@@ -256,6 +260,7 @@ impl Config {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             id_block: DEFAULT_ID_BLOCK,
             bucket: None,
+            staging_bucket: None,
             upload_max_bytes: DEFAULT_UPLOAD_MAX_BYTES,
             budgets: RequestBudgets::default(),
             image_limits: ImageLimits::default(),

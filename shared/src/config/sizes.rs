@@ -34,10 +34,13 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// What a partner does with an image over the base64 limit, said by every refusal of one.
+/// What a partner does with an image over the base64 limit, said by every refusal of one:
+/// a staged upload first (a file on the partner's side), `external_url` second.
 pub fn larger_images_by_url(fetch_max_bytes: u64) -> String {
     format!(
-        "send a larger image by external_url, which takes files up to {}",
+        "send a larger image as a staged upload (POST /api/v2/images/uploads/, post the file \
+         to the form it gives, then POST /api/v2/images/ with its upload_id) or by \
+         external_url, which take files up to {}",
         byte_size(fetch_max_bytes)
     )
 }

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::error::{ApiError, Result};
-use crate::store::files::{content_type_of, FilePage, FileStore, StoredFile};
+use crate::store::files::{content_type_of, FilePage, FileStore, StoredFile, UploadForm};
 
 /// Files in `<data dir>/files`.
 pub struct LocalFiles {
@@ -113,6 +113,22 @@ impl FileStore for LocalFiles {
 
     async fn exists(&self, path: &str) -> Result<bool> {
         Ok(self.open_file(path).await.is_some())
+    }
+
+    /// A form posted to `sitehost serve` itself, at the staged file's own path
+    /// (`/staging/<upload_id>`, `local::staged_form`); the `key` field is the path, as in an
+    /// S3 form. The size and expiry are the session's, which the server checks.
+    async fn staged_upload_form(
+        &self,
+        path: &str,
+        _max_bytes: u64,
+        _expires_at: i64,
+        _now: i64,
+    ) -> Result<UploadForm> {
+        Ok(UploadForm {
+            url: format!("/{path}"),
+            fields: vec![("key".to_string(), path.to_string())],
+        })
     }
 
     /// Every matching file in one page (a local store is small enough), with its mtime.

@@ -16,6 +16,7 @@ pub mod disk_files;
 pub mod docs;
 pub mod server;
 pub mod sqlite;
+pub mod staged_form;
 
 /// The stores a configuration names, either kind (the `sitehost` command's choice).
 pub async fn open_stores(config: &Config) -> Result<Stores> {

@@ -211,6 +211,20 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> Response<ServedBo
         return response;
     }
     let (parts, body) = req.into_parts();
+    // A staged upload's form, when this server keeps the files: unsigned, like S3's.
+    let body = match crate::local::staged_form::receive(
+        &shared.app,
+        &parts.method,
+        parts.uri.path(),
+        &parts.headers,
+        body,
+        shared.limits.body_timeout,
+    )
+    .await
+    {
+        Ok(response) => return response.map(whole),
+        Err(body) => body,
+    };
     let has_body = body.size_hint().exact() != Some(0);
     let read = Arc::new(AtomicBool::new(false));
     let body = ConnectionBody {

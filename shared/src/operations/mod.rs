@@ -6,7 +6,9 @@
 
 pub mod business;
 pub mod images;
+pub mod list_rules;
 pub mod listing;
+pub mod locations;
 pub mod posts;
 pub mod siblings;
 pub mod sites;

@@ -73,8 +73,8 @@ pub fn base_directory(value: &str) -> Result<String, String> {
             "Ensure this value has at most {MAX_BASE_DIRECTORY_CHARS} characters."
         ));
     }
-    let inner = &dir[1..dir.len() - 1];
-    if dir != "/" {
+    // Between the first and the final `/`; none for the root.
+    if let Some(inner) = dir.strip_prefix('/').and_then(|d| d.strip_suffix('/')) {
         for segment in inner.split('/') {
             let valid = !segment.is_empty()
                 && segment != "."

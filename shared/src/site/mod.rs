@@ -226,9 +226,10 @@ impl NewSite {
     }
 }
 
-/// The case-insensitive sort key of a site title; the stores break ties by id.
+/// The sort key of a site title: accent- and case-insensitive, as business and location
+/// names (`collation`); the stores break ties by id.
 pub fn title_key(title: &str) -> String {
-    title.to_lowercase()
+    crate::collation::sort_key(title)
 }
 
 #[cfg(test)]

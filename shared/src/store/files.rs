@@ -7,6 +7,20 @@ use bytes::Bytes;
 
 use crate::error::{ApiError, Result};
 
+/// Where staged uploads' files wait for the create that uses them (`staging/<upload_id>`):
+/// a bucket of their own when deployed, a folder never served by `sitehost serve`.
+pub const STAGING_PREFIX: &str = "staging/";
+
+/// An HTML form that uploads one file: the URL to post it to and the fields to send before
+/// the file (sent last, as `file`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadForm {
+    /// Absolute, or a path on the server that answered (`sitehost serve`), which the API
+    /// makes absolute with the request's own origin.
+    pub url: String,
+    pub fields: Vec<(String, String)>,
+}
+
 /// Upload paths never change content, so caches may keep them for a year.
 pub const CACHE_CONTROL: &str = "public, max-age=31536000, immutable";
 
@@ -22,6 +36,21 @@ pub trait FileStore: Send + Sync {
     async fn read(&self, path: &str, max_bytes: u64) -> Result<Option<Bytes>> {
         let _ = (path, max_bytes);
         Err(ApiError::internal("this file store cannot read its files"))
+    }
+    /// A form with which a client posts one file of 1 to `max_bytes` bytes to `path`
+    /// (under [`STAGING_PREFIX`]) until `expires_at` (unix seconds); `read` and `delete`
+    /// then reach it at `path`. Stores without staged uploads refuse.
+    async fn staged_upload_form(
+        &self,
+        path: &str,
+        max_bytes: u64,
+        expires_at: i64,
+        now: i64,
+    ) -> Result<UploadForm> {
+        let _ = (path, max_bytes, expires_at, now);
+        Err(ApiError::internal(
+            "this file store takes no staged uploads",
+        ))
     }
     /// Whether a file exists at `path`.
     async fn exists(&self, path: &str) -> Result<bool> {

@@ -10,9 +10,11 @@ use crate::account::{Account, ApiKey, NewKey};
 use crate::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::error::Result;
 use crate::image_record::{Image, ImageQuery, NewImage};
+pub use location_store::LocationStore;
 
 pub mod dynamo;
 pub mod files;
+pub mod location_store;
 pub mod rules;
 pub mod scope;
 pub mod sites;
@@ -253,9 +255,57 @@ pub trait IdempotencyStore: Send + Sync {
     ) -> Result<()>;
 }
 
+/// How long a staged upload's record is kept after its form expires, so that a late or
+/// repeated create is told the upload_id expired or was used rather than that it is unknown.
+pub const UPLOAD_SESSION_KEPT_SECS: i64 = 24 * 60 * 60;
+
+/// A staged upload's session (`POST /api/v2/images/uploads/`): who may turn its file into
+/// an image, the size declared, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadSession {
+    /// Random, and the name of the staged file (`staging/<upload_id>`).
+    pub upload_id: String,
+    pub account_id: i64,
+    /// The sub id of the key that made it (`None` for an unrestricted key): only a key of
+    /// the same sub id may use it.
+    pub partner_sub_id: Option<String>,
+    /// The client's file name, for the image's file name.
+    pub name: String,
+    /// The size declared: the form takes no more, and the create refuses a larger file.
+    pub size: u64,
+    /// When the form stops being accepted (unix seconds).
+    pub expires_at: i64,
+    /// Whether a create has used it.
+    pub used: bool,
+}
+
+/// Staged uploads' sessions, kept until [`UPLOAD_SESSION_KEPT_SECS`] after their form
+/// expires, one record each (named by its random `upload_id`, so no list and no hot key).
+#[async_trait]
+pub trait UploadSessionStore: Send + Sync {
+    /// Records a new session (`used` false) at `now`.
+    async fn create_upload_session(&self, session: &UploadSession, now: i64) -> Result<()>;
+    /// The session, used or not; `None` when unknown or past its keeping.
+    async fn get_upload_session(&self, upload_id: &str, now: i64) -> Result<Option<UploadSession>>;
+    /// Marks it used, atomically: of two creates at once, one gets `true`, the other
+    /// `false` (as for a session already used, or gone).
+    async fn use_upload_session(&self, upload_id: &str) -> Result<bool>;
+    /// Makes a used session usable again, after a create that failed on our side (or found
+    /// no file yet), so that the client can retry.
+    async fn release_upload_session(&self, upload_id: &str) -> Result<()>;
+}
+
 /// Everything the API needs from a record store.
 pub trait Store:
-    KeyStore + BusinessStore + ImageStore + BudgetStore + IdempotencyStore + SiteStore + PostStore
+    KeyStore
+    + BusinessStore
+    + ImageStore
+    + BudgetStore
+    + IdempotencyStore
+    + LocationStore
+    + UploadSessionStore
+    + SiteStore
+    + PostStore
 {
 }
 impl<T> Store for T where
@@ -264,6 +314,8 @@ impl<T> Store for T where
         + ImageStore
         + BudgetStore
         + IdempotencyStore
+        + LocationStore
+        + UploadSessionStore
         + SiteStore
         + PostStore
 {

@@ -77,9 +77,10 @@ pub fn business_scopes(business: &Business) -> Vec<String> {
     }))
 }
 
-/// The case-insensitive sort key of a business name; the stores break ties by id.
+/// The accent- and case-insensitive sort key of a business name (`collation`); the stores
+/// break ties by id.
 pub fn name_key(business: &Business) -> String {
-    business.business_name.to_lowercase()
+    crate::collation::sort_key(&business.business_name)
 }
 
 fn image_terms(filter: &ImageFilter) -> Vec<Term> {
@@ -199,9 +200,9 @@ mod tests {
     }
 
     #[test]
-    fn names_sort_case_insensitively() {
+    fn names_sort_case_and_accent_insensitively() {
         let b = NewBusiness {
-            business_name: "Joe's PIZZA".into(),
+            business_name: "Joe's PÏZZA".into(),
             partner_business_id: None,
             partner_sub_id: None,
             category_id: None,

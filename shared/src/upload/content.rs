@@ -45,6 +45,12 @@ pub(super) async fn fetch_or_decode(
             record_upload(|stats| stats.base64 = Some(started.elapsed()));
             (Bytes::from(decoded?), name.clone())
         }
+        // Read from the staging area by the upload itself, once its session is claimed.
+        Source::Staged(_) => {
+            return Err(ApiError::internal(
+                "a staged upload's content is not fetched or decoded",
+            ))
+        }
     };
     record_upload(|stats| stats.bytes = Some(bytes.len() as u64));
     Ok((bytes, name))
@@ -52,7 +58,7 @@ pub(super) async fn fetch_or_decode(
 
 /// Decodes plain base64 or a `data:` URI, tolerating line breaks and spaces. The size cap
 /// is checked on the encoded length before decoding anything; its 413 says that a larger
-/// image goes by `external_url`, up to `fetch_max_bytes`.
+/// image goes as a staged upload or by `external_url`, up to `fetch_max_bytes`.
 fn decode_base64(data: &str, max_bytes: usize, fetch_max_bytes: u64) -> Result<Vec<u8>> {
     let too_large = || {
         ApiError::TooLarge(format!(
@@ -144,7 +150,9 @@ mod tests {
                 Err(ApiError::TooLarge(message)) => assert_eq!(
                     message,
                     "The decoded file is over the upload limit of 30 bytes; send a larger \
-                     image by external_url, which takes files up to 26,214,400 bytes (26.2 MB)."
+                     image as a staged upload (POST /api/v2/images/uploads/, post the file to \
+                     the form it gives, then POST /api/v2/images/ with its upload_id) or by \
+                     external_url, which take files up to 26,214,400 bytes (26.2 MB)."
                 ),
                 other => panic!("{other:?}"),
             }

@@ -25,15 +25,16 @@ use crate::business::Business;
 use crate::config::{Config, ImageLimits};
 use crate::error::{ApiError, Result};
 use crate::image_record::{Image, NewImage};
-use crate::operations::images::view;
+use crate::operations::images::{staged, view};
 use crate::operations::upload_stats::record_upload;
 use crate::operations::{ImageUploads, Reply, Services};
 use crate::site::Site;
 use crate::store::files::SharedFiles;
+use crate::store::UploadSession;
 use fetch::Fetcher;
 use naming::{file_stem, original_path};
 use pipeline::Processed;
-use request::UploadRequest;
+use request::{Source, UploadRequest};
 use slots::UploadSlots;
 
 mod content;
@@ -89,6 +90,26 @@ async fn upload(
         _ => None,
     };
     let partner_sub_id = image_sub_id(caller, business.as_ref(), site.as_ref());
+    if let Source::Staged(upload_id) = &request.source {
+        let session = staged::claim(services, caller, upload_id).await?;
+        let made = async {
+            let bytes = staged_content(uploads, services, &session).await?;
+            let name = Some(session.name.clone());
+            make_image(
+                uploads,
+                services,
+                caller,
+                &request,
+                partner_sub_id,
+                bytes,
+                name,
+            )
+            .await
+        }
+        .await;
+        settle_staged(uploads, services, &session, made.as_ref().err()).await;
+        return made;
+    }
     let (bytes, name) = content::fetch_or_decode(
         uploads,
         &services.config,
@@ -96,6 +117,28 @@ async fn upload(
         &request.source,
     )
     .await?;
+    make_image(
+        uploads,
+        services,
+        caller,
+        &request,
+        partner_sub_id,
+        bytes,
+        name,
+    )
+    .await
+}
+
+/// The pipeline run, the files and the record of an upload's bytes.
+async fn make_image(
+    uploads: &Uploads,
+    services: &Services,
+    caller: &Caller,
+    request: &UploadRequest,
+    partner_sub_id: Option<String>,
+    bytes: Bytes,
+    name: Option<String>,
+) -> Result<Image> {
     let original = bytes.clone();
     let processed = run_pipeline(&uploads.slots, bytes, services.config.image_limits).await?;
     let id = services.store.allocate_image_id().await?;
@@ -114,6 +157,67 @@ async fn upload(
     let files = store_writes::upload_files(&path, original, processed);
     let written = store_writes::write_files(&uploads.files, files).await?;
     store_writes::write_record(services, &uploads.files, caller, id, new, &written).await
+}
+
+/// A claimed staged upload's file: 400 when nothing was posted yet, 413 over the size
+/// declared (the form refuses it already; this holds for any file store).
+async fn staged_content(
+    uploads: &Uploads,
+    services: &Services,
+    session: &UploadSession,
+) -> Result<Bytes> {
+    let started = Instant::now();
+    let limit = services.config.fetch.max_bytes.max(session.size);
+    let read = uploads
+        .files
+        .read(&staged::staged_path(&session.upload_id), limit)
+        .await;
+    record_upload(|stats| stats.fetch = Some(started.elapsed()));
+    let bytes = read?.ok_or_else(|| {
+        ApiError::field(
+            "upload_id",
+            "No file was posted for this upload_id yet: post it to the form's url, with its \
+             fields and then the file, before this call.",
+        )
+    })?;
+    record_upload(|stats| stats.bytes = Some(bytes.len() as u64));
+    if bytes.len() as u64 > session.size {
+        return Err(ApiError::TooLarge(format!(
+            "The staged file is over the size declared for it, {}.",
+            crate::config::byte_size(session.size)
+        )));
+    }
+    Ok(bytes)
+}
+
+/// After a staged upload's create: its file is removed once used, whether it made an image
+/// or was refused (the upload_id stays used); after a failure of ours, or before any file
+/// was posted, the file stays and the upload_id is usable again, for a retry.
+async fn settle_staged(
+    uploads: &Uploads,
+    services: &Services,
+    session: &UploadSession,
+    error: Option<&ApiError>,
+) {
+    let retryable = error.is_some_and(|err| {
+        err.status() >= 500
+            || matches!(err, ApiError::Validation(fields) if fields.contains_key("upload_id"))
+    });
+    let outcome = if retryable {
+        services
+            .store
+            .release_upload_session(&session.upload_id)
+            .await
+    } else {
+        uploads
+            .files
+            .delete(&staged::staged_path(&session.upload_id))
+            .await
+    };
+    if let Err(err) = outcome {
+        // The staging area's lifecycle removes a file left behind within a day.
+        tracing::warn!(error = %crate::error::error_chain(&err), retryable, "a staged upload could not be settled");
+    }
 }
 
 /// The business the upload names, if any; 404 unless the caller sees it.

@@ -1,5 +1,5 @@
-//! The body of `POST /api/v2/images/`: exactly one image source (a URL or base64 content)
-//! and the optional site and business ids.
+//! The body of `POST /api/v2/images/`: exactly one image source (a URL, base64 content or
+//! a staged upload's `upload_id`) and the optional site and business ids.
 
 use serde_json::{Map, Value};
 
@@ -8,7 +8,12 @@ use crate::error::{ApiError, FieldErrors, Result};
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Source {
     Url(String),
-    Base64 { name: Option<String>, data: String },
+    Base64 {
+        name: Option<String>,
+        data: String,
+    },
+    /// A staged upload's `upload_id` (`operations::images::staged`).
+    Staged(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -26,15 +31,32 @@ impl UploadRequest {
         let business_id = crate::validate::optional_id(&mut fields, &body, "business_id").flatten();
         let upload = body.remove("upload").filter(|v| !v.is_null());
         let url = body.get("external_url").filter(|v| !v.is_null());
+        let staged = body.get("upload_id").filter(|v| !v.is_null());
+        let given = [url.is_some(), upload.is_some(), staged.is_some()];
         let source = match (url, upload) {
-            (Some(_), Some(_)) => {
-                fields.add("__all__", "Give either external_url or upload, not both.");
+            _ if given.iter().filter(|g| **g).count() > 1 => {
+                fields.add(
+                    "__all__",
+                    "Give one of external_url, upload and upload_id, not several.",
+                );
                 None
             }
-            (None, None) => {
-                fields.add("__all__", "Give external_url (a public http(s) URL) or upload ({\"name\": ..., \"file\": <base64>}).");
-                None
-            }
+            // Several sources: answered by the arm above.
+            (Some(_), Some(_)) => None,
+            (None, None) => match staged {
+                Some(Value::String(upload_id)) => Some(Source::Staged(upload_id.clone())),
+                Some(_) => {
+                    fields.add(
+                        "upload_id",
+                        "Must be a string, as the staged upload gave it.",
+                    );
+                    None
+                }
+                None => {
+                    fields.add("__all__", "Give external_url (a public http(s) URL), upload ({\"name\": ..., \"file\": <base64>}) or upload_id (a staged upload's).");
+                    None
+                }
+            },
             (Some(Value::String(url)), None) => Some(Source::Url(url.trim().to_string())),
             (Some(_), None) => {
                 fields.add("external_url", "Must be a string URL.");
@@ -95,6 +117,17 @@ mod tests {
         ))
         .is_err());
         assert!(UploadRequest::from_json(body(json!({"upload": "AA=="}))).is_err());
+        assert!(UploadRequest::from_json(body(
+            json!({"upload_id": "ab", "external_url": "https://x/a.jpg"})
+        ))
+        .is_err());
+        assert!(UploadRequest::from_json(body(json!({"upload_id": 12}))).is_err());
+        assert_eq!(
+            UploadRequest::from_json(body(json!({"upload_id": "ab", "site_id": 3})))
+                .ok()
+                .map(|r| r.source),
+            Some(Source::Staged("ab".into()))
+        );
         assert!(UploadRequest::from_json(body(
             json!({"upload": {"file": "AA=="}, "site_id": "x"})
         ))

@@ -20,12 +20,15 @@ use sitehost::clock::{Clock, SystemClock};
 use sitehost::error::{ApiError, Result};
 use sitehost::image_record::{variant_path, Image, ImageQuery, NewImage, VARIANTS};
 use sitehost::local::client::{PartnerClient, Reply};
+use sitehost::post::{NewPost, Post, PostPatch, PostQuery};
 use sitehost::s3::S3Files;
+use sitehost::site::{NewSite, Site, SitePatch, SiteQuery};
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::files::{FileStore, SharedFiles};
 use sitehost::store::{
     BudgetDecision, BudgetKind, BudgetStore, BusinessStore, IdempotencyClaim, IdempotencyKey,
-    IdempotencyStore, ImageStore, KeyStore, Page, SharedStore, StoredAnswer, Stores,
+    IdempotencyStore, ImageStore, KeyStore, LocationStore, Page, PostStore, SharedStore, SiteStore,
+    StoredAnswer, Stores, UploadSession, UploadSessionStore,
 };
 use sitehost::upload::naming::original_path;
 use sitehost::upload::sweep::{sweep, SweepOptions, SweepReport};
@@ -348,6 +351,79 @@ impl BusinessStore for FaultyImages {
     }
     async fn list_businesses(&self, a: i64, query: &BusinessQuery) -> Result<Page<Business>> {
         self.inner.list_businesses(a, query).await
+    }
+}
+
+#[async_trait]
+impl LocationStore for FaultyImages {
+    async fn location_business(&self, account_id: i64, id: i64) -> Result<Option<i64>> {
+        self.inner.location_business(account_id, id).await
+    }
+    async fn backfill_location_pointers(&self) -> Result<(u64, u64)> {
+        self.inner.backfill_location_pointers().await
+    }
+}
+
+#[async_trait]
+impl UploadSessionStore for FaultyImages {
+    async fn create_upload_session(&self, session: &UploadSession, now: i64) -> Result<()> {
+        self.inner.create_upload_session(session, now).await
+    }
+    async fn get_upload_session(&self, upload_id: &str, now: i64) -> Result<Option<UploadSession>> {
+        self.inner.get_upload_session(upload_id, now).await
+    }
+    async fn use_upload_session(&self, upload_id: &str) -> Result<bool> {
+        self.inner.use_upload_session(upload_id).await
+    }
+    async fn release_upload_session(&self, upload_id: &str) -> Result<()> {
+        self.inner.release_upload_session(upload_id).await
+    }
+}
+
+#[async_trait]
+impl SiteStore for FaultyImages {
+    async fn create_site(&self, a: i64, new: NewSite, now: i64) -> Result<Site> {
+        self.inner.create_site(a, new, now).await
+    }
+    async fn get_site(&self, a: i64, id: i64) -> Result<Option<Site>> {
+        self.inner.get_site(a, id).await
+    }
+    async fn update_site(
+        &self,
+        a: i64,
+        id: i64,
+        restrict_sub_id: Option<&str>,
+        patch: SitePatch,
+        now: i64,
+    ) -> Result<Option<Site>> {
+        self.inner
+            .update_site(a, id, restrict_sub_id, patch, now)
+            .await
+    }
+    async fn list_sites(&self, a: i64, query: &SiteQuery) -> Result<Page<Site>> {
+        self.inner.list_sites(a, query).await
+    }
+}
+
+#[async_trait]
+impl PostStore for FaultyImages {
+    async fn create_post(&self, a: i64, new: NewPost, now: i64) -> Result<Post> {
+        self.inner.create_post(a, new, now).await
+    }
+    async fn get_post(&self, a: i64, id: i64) -> Result<Option<Post>> {
+        self.inner.get_post(a, id).await
+    }
+    async fn update_post(
+        &self,
+        a: i64,
+        id: i64,
+        patch: PostPatch,
+        now: i64,
+    ) -> Result<Option<Post>> {
+        self.inner.update_post(a, id, patch, now).await
+    }
+    async fn list_posts(&self, a: i64, query: &PostQuery) -> Result<Page<Post>> {
+        self.inner.list_posts(a, query).await
     }
 }
 

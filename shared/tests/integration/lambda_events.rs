@@ -134,6 +134,141 @@ fn cases() -> Vec<Case> {
             expect_status: 200,
         },
         Case {
+            file: "location-list.json",
+            operation: Operation::LocationList,
+            method: "GET",
+            path: "/api/v2/locations/",
+            query: "business_id=1",
+            body: None,
+            expect_status: 200,
+        },
+        Case {
+            file: "location-get.json",
+            operation: Operation::LocationGet,
+            method: "GET",
+            path: "/api/v2/locations/1/",
+            query: "",
+            body: None,
+            expect_status: 200,
+        },
+        Case {
+            file: "location-create.json",
+            operation: Operation::LocationCreate,
+            method: "POST",
+            path: "/api/v2/locations/",
+            query: "",
+            body: Some(json!({
+                "business_id": 1, "location_name": "Harbour Cafe Quay", "street": "1 Quay St",
+                "city": "Wellington", "state": "WGN", "postal_code": "6011", "country": "NZ"
+            })),
+            expect_status: 201,
+        },
+        Case {
+            file: "location-update.json",
+            operation: Operation::LocationUpdate,
+            method: "PUT",
+            path: "/api/v2/locations/1/",
+            query: "",
+            body: Some(json!({"location_name": "Quay North"})),
+            expect_status: 200,
+        },
+        Case {
+            file: "location-delete.json",
+            operation: Operation::LocationDelete,
+            method: "DELETE",
+            path: "/api/v2/locations/1/",
+            query: "",
+            body: None,
+            expect_status: 204,
+        },
+        Case {
+            file: "site-list.json",
+            operation: Operation::SiteList,
+            method: "GET",
+            path: "/api/v2/sites/",
+            query: "base_directory=%2F&deleted=0&domain=harbourcafe.com&subdomain=www",
+            body: None,
+            expect_status: 200,
+        },
+        Case {
+            file: "site-get.json",
+            operation: Operation::SiteGet,
+            method: "GET",
+            path: "/api/v2/sites/1/",
+            query: "",
+            body: None,
+            expect_status: 200,
+        },
+        Case {
+            file: "site-create.json",
+            operation: Operation::SiteCreate,
+            method: "POST",
+            path: "/api/v2/sites/",
+            query: "",
+            body: Some(json!({
+                "business_id": 1, "domain": "harbourcafe.com", "subdomain": "shop",
+                "title": "Harbour Cafe Shop", "locations": [1]
+            })),
+            expect_status: 201,
+        },
+        Case {
+            file: "site-update.json",
+            operation: Operation::SiteUpdate,
+            method: "PUT",
+            path: "/api/v2/sites/1/",
+            query: "",
+            body: Some(json!({"title": "Harbour Cafe Online"})),
+            expect_status: 200,
+        },
+        Case {
+            file: "site-delete.json",
+            operation: Operation::SiteDelete,
+            method: "DELETE",
+            path: "/api/v2/sites/1/",
+            query: "",
+            body: None,
+            expect_status: 204,
+        },
+        Case {
+            file: "post-list.json",
+            operation: Operation::PostList,
+            method: "GET",
+            path: "/api/v2/posts/",
+            query: "site_id=1",
+            body: None,
+            expect_status: 200,
+        },
+        Case {
+            file: "post-get.json",
+            operation: Operation::PostGet,
+            method: "GET",
+            path: "/api/v2/posts/1/",
+            query: "",
+            body: None,
+            expect_status: 200,
+        },
+        Case {
+            file: "post-create.json",
+            operation: Operation::PostCreate,
+            method: "POST",
+            path: "/api/v2/posts/",
+            query: "",
+            body: Some(json!({
+                "site_id": 1, "title": "Opening day",
+                "content": "<h2>Opening day</h2><p>Fresh chowder.</p>"
+            })),
+            expect_status: 201,
+        },
+        Case {
+            file: "post-update.json",
+            operation: Operation::PostUpdate,
+            method: "PUT",
+            path: "/api/v2/posts/1/",
+            query: "",
+            body: Some(json!({"title": "Opening day, again"})),
+            expect_status: 200,
+        },
+        Case {
             file: "image-delete.json",
             operation: Operation::ImageDelete,
             method: "DELETE",
@@ -141,6 +276,15 @@ fn cases() -> Vec<Case> {
             query: "",
             body: None,
             expect_status: 204,
+        },
+        Case {
+            file: "image-upload-session.json",
+            operation: Operation::ImageUploadSession,
+            method: "POST",
+            path: "/api/v2/images/uploads/",
+            query: "",
+            body: Some(json!({"name": "IMG_2040.jpg", "size": 5_508_789})),
+            expect_status: 201,
         },
     ]
 }
@@ -168,7 +312,7 @@ fn event_json(case: &Case, nonce: &str) -> Value {
     let route_path = if case.path.ends_with("/1/") {
         format!("/api/v2/{collection}/{{id}}/")
     } else {
-        format!("/api/v2/{collection}/")
+        case.path.to_string()
     };
     let mut query_map = serde_json::Map::new();
     for (n, v) in &params {
@@ -417,13 +561,16 @@ async fn a_maximum_size_upload_event_fits_the_lambda_payload_limit() {
     assert_eq!(
         body["error"],
         "The decoded file is over the upload limit of 4,669,440 bytes (4.6 MB); send a \
-         larger image by external_url, which takes files up to 26,214,400 bytes (26.2 MB)."
+         larger image as a staged upload (POST /api/v2/images/uploads/, post the file to the \
+         form it gives, then POST /api/v2/images/ with its upload_id) or by external_url, \
+         which take files up to 26,214,400 bytes (26.2 MB)."
     );
 }
 
 /// A body over the limit is refused before anything else, naming the limit in bytes and
 /// MB; on the upload route (a 5.5 MB phone photo is 7.3 MB of base64) it also says what a
-/// base64 upload may hold and that a larger image goes by `external_url`.
+/// base64 upload may hold and that a larger image goes as a staged upload first, by
+/// `external_url` second.
 #[tokio::test]
 async fn a_body_over_the_limit_says_the_limit_and_what_to_do() {
     let app = fixture_app(&FIXTURE, &[], Some(ORIGIN_SECRET)).await;
@@ -434,8 +581,10 @@ async fn a_body_over_the_limit_says_the_limit_and_what_to_do() {
             "POST",
             "/api/v2/images/",
             "The request body is over the limit of 7,340,032 bytes (7.3 MB). A base64 upload \
-             may hold at most 4,669,440 bytes (4.6 MB) once decoded; send a larger image by \
-             external_url, which takes files up to 26,214,400 bytes (26.2 MB).",
+             may hold at most 4,669,440 bytes (4.6 MB) once decoded; send a larger image as a \
+             staged upload (POST /api/v2/images/uploads/, post the file to the form it gives, \
+             then POST /api/v2/images/ with its upload_id) or by external_url, which take \
+             files up to 26,214,400 bytes (26.2 MB).",
         ),
         (
             Operation::BusinessCreate,

@@ -344,6 +344,12 @@ fn stated_figures() -> Vec<String> {
             "at most {}",
             sitehost::operations::business::DETAIL_IMAGES_LIMIT
         ),
+        // Staged uploads.
+        format!(
+            "{} minutes",
+            sitehost::operations::images::staged::FORM_SECS / 60
+        ),
+        format!("1 byte to {}", thousands(fetch.max_bytes)),
         // Idempotency keys.
         format!("{} hours", sitehost::store::IDEMPOTENCY_KEY_SECS / 3600),
         // Fields.
@@ -372,6 +378,16 @@ fn stated_figures() -> Vec<String> {
             "At most {} characters",
             thousands(location::MAX_DESCRIPTION_CHARS as u64)
         ),
+        // Locations and their hours (location/hours.rs, operations/locations).
+        format!("at most {} locations", location::MAX_LOCATIONS),
+        format!(
+            "at most {} of them",
+            sitehost::operations::locations::MAX_LIST_BUSINESSES
+        ),
+        format!("1 to {} of `a-z0-9_-`", location::hours::MAX_TYPE_CHARS),
+        format!("at most {} types", location::hours::MAX_TYPES),
+        format!("`[\"{}\"]`", location::hours::ALL_DAY),
+        format!("`{}`", location::hours::END_OF_DAY),
         // What a 400 echoes (error.rs) and DynamoDB's busy answer (store/dynamo).
         format!(
             "at most {} characters",
@@ -457,6 +473,8 @@ const HARMLESS: &[&str] = &[
     "default 0",
     "no business with id 42",
     "100vw",
+    "S3",
+    "ISO 8601",
 ];
 
 /// The prose of the document (descriptions, summaries, titles, example error messages),
@@ -650,6 +668,9 @@ fn every_schema_bound_is_the_codes() {
                 sitehost::operations::listing::DEFAULT_LIMIT
             }
             ("maxLength", "business_name") => sitehost::business::MAX_NAME_CHARS as u64,
+            ("maxLength", "name") if pointer.contains("/ImageUploadSessionRequest/") => {
+                sitehost::operations::images::staged::MAX_NAME_CHARS as u64
+            }
             ("maxLength", "schema") if pointer.contains("/idempotencyKey/") => {
                 sitehost::api::idempotency::MAX_KEY_CHARS as u64
             }
@@ -683,6 +704,12 @@ fn every_schema_bound_is_the_codes() {
                 location::MAX_TEXT_CHARS as u64
             }
             ("maxItems", "images") => sitehost::operations::business::DETAIL_IMAGES_LIMIT,
+            ("maxItems" | "minItems", _) if pointer.ends_with("/Week") => {
+                location::hours::DAYS as u64
+            }
+            ("maxItems", _) if pointer.contains("/Day/") => location::hours::MAX_RANGES as u64,
+            ("minItems", _) if pointer.contains("/Day/") => 2,
+            ("maxProperties", "HoursByType") => location::hours::MAX_TYPES as u64,
             ("maxItems", _) if pointer.contains("/ValidationMessages/") => {
                 source_const("error.rs", "MAX_MESSAGES_PER_FIELD")
             }

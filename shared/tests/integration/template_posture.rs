@@ -67,6 +67,55 @@ fn deleted_files_stay_restorable_for_the_recovery_window() {
     assert_eq!(refs(&logging["DestinationBucketName"]), Some("LogBucket"));
 }
 
+/// Staged uploads' files: a bucket of their own, unversioned (a used or abandoned file
+/// leaves nothing behind), expired a day after it was posted, private, TLS only, logged,
+/// and posted to from any origin; nothing serves it (the distribution's origins are the
+/// files bucket and the API).
+#[test]
+fn staged_files_expire_after_a_day_and_are_never_served() {
+    let template = template();
+    let bucket = &template["Resources"]["StagingBucket"];
+    let properties = &bucket["Properties"];
+    assert!(properties.get("VersioningConfiguration").is_none());
+    let expire = lifecycle_rule(bucket, "expire-staged-files");
+    assert_eq!(expire["Status"].as_str(), Some("Enabled"));
+    assert_eq!(expire["Prefix"].as_str(), Some("staging/"));
+    assert_eq!(expire["ExpirationInDays"].as_u64(), Some(1));
+    let block = &properties["PublicAccessBlockConfiguration"];
+    for setting in [
+        "BlockPublicAcls",
+        "BlockPublicPolicy",
+        "IgnorePublicAcls",
+        "RestrictPublicBuckets",
+    ] {
+        assert_eq!(block[setting].as_bool(), Some(true), "{setting}");
+    }
+    assert_eq!(
+        refs(&properties["LoggingConfiguration"]["DestinationBucketName"]),
+        Some("LogBucket")
+    );
+    let cors = properties["CorsConfiguration"]["CorsRules"]
+        .as_sequence()
+        .expect("CorsRules");
+    assert_eq!(cors.len(), 1);
+    assert_eq!(
+        cors[0]["AllowedMethods"].as_sequence().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(cors[0]["AllowedMethods"][0].as_str(), Some("POST"));
+    let policy = &template["Resources"]["StagingBucketPolicy"]["Properties"];
+    assert_eq!(refs(&policy["Bucket"]), Some("StagingBucket"));
+    let statements = policy["PolicyDocument"]["Statement"]
+        .as_sequence()
+        .expect("statements");
+    assert!(statements
+        .iter()
+        .all(|statement| statement["Effect"].as_str() == Some("Deny")));
+    let distribution =
+        serde_yaml::to_string(&template["Resources"]["Distribution"]).expect("distribution");
+    assert!(!distribution.contains("StagingBucket"));
+}
+
 /// The assertion of a production rule: its condition is `Production == "true"`.
 fn production_assertion<'a>(template: &'a Value, rule: &str) -> &'a Value {
     let rule = &template["Rules"][rule];
@@ -153,8 +202,9 @@ fn logs_are_kept_a_year_and_outlive_the_stack() {
     let days = &template["Parameters"]["LogRetentionDays"];
     assert_eq!(days["Default"].as_u64(), Some(365));
     let groups = resources_of(&template, "AWS::Logs::LogGroup");
-    // The API's access log, the nine functions' request logs and the WAF's.
-    assert_eq!(groups.len(), 11, "{groups:?}");
+    // The API's access log, each function's request log and the WAF's.
+    let functions = resources_of(&template, "AWS::Serverless::Function").len();
+    assert_eq!(groups.len(), functions + 2, "{groups:?}");
     for (id, group) in groups {
         assert_eq!(group["DeletionPolicy"].as_str(), Some("Retain"), "{id}");
         assert_eq!(

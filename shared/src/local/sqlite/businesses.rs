@@ -13,7 +13,7 @@ use crate::business::{
 };
 use crate::clock::utc_date;
 use crate::error::{ApiError, Result};
-use crate::location::{Location, LocationFields};
+use crate::location::Location;
 use crate::store::rules::{self, ScopeChange};
 use crate::store::{scope, BusinessStore, Page};
 
@@ -96,8 +96,12 @@ fn write_details(tx: &Transaction, detail: &BusinessDetail) -> Result<()> {
         )
         .map_err(db_error)?;
     for (position, location) in detail.locations.iter().enumerate() {
-        let fields =
-            serde_json::to_string(&location.fields).map_err(|e| stored_json("location", e))?;
+        // The row's id column holds the id; `fields` the rest (fields and timestamps).
+        let mut stored = serde_json::to_value(location).map_err(|e| stored_json("location", e))?;
+        if let Some(map) = stored.as_object_mut() {
+            map.remove("id");
+        }
+        let fields = stored.to_string();
         insert
             .execute(params![
                 location.id,
@@ -148,12 +152,14 @@ fn fetch_detail(conn: &Connection, account_id: i64, id: i64) -> Result<Option<Bu
     };
     let mut locations = Vec::with_capacity(rows.len());
     for (location_id, fields) in rows {
-        let fields: LocationFields =
+        let mut stored: serde_json::Value =
             serde_json::from_str(&fields).map_err(|e| stored_json("location", e))?;
-        locations.push(Location {
-            id: location_id,
-            fields,
-        });
+        if let Some(map) = stored.as_object_mut() {
+            map.insert("id".into(), location_id.into());
+        }
+        let location: Location =
+            serde_json::from_value(stored).map_err(|e| stored_json("location", e))?;
+        locations.push(location);
     }
     Ok(Some(BusinessDetail {
         business,
@@ -178,6 +184,36 @@ fn check_logo(
         Some(image_sub) if rules::logo_fits(image_sub.as_deref(), business_sub) => Ok(()),
         Some(_) => Err(rules::logo_of_another_sub_id(logo)),
         None => Err(rules::no_such_logo(logo)),
+    }
+}
+
+impl SqliteStore {
+    /// Recomputes every business's `name_key` (stores written before names sorted
+    /// accent-insensitively: `sitehost businesses rekey-names`). One transaction;
+    /// idempotent. Returns the number of businesses whose key changed.
+    pub fn rekey_business_names(&self) -> Result<u64> {
+        self.write(|tx| {
+            let rows: Vec<(i64, String, String)> = tx
+                .prepare("SELECT id, business_name, name_key FROM businesses")
+                .and_then(|mut s| {
+                    s.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+                        .collect()
+                })
+                .map_err(db_error)?;
+            let mut changed = 0;
+            for (id, name, old) in rows {
+                let key = crate::collation::sort_key(&name);
+                if key != old {
+                    tx.execute(
+                        "UPDATE businesses SET name_key = ?1 WHERE id = ?2",
+                        params![key, id],
+                    )
+                    .map_err(db_error)?;
+                    changed += 1;
+                }
+            }
+            Ok(changed)
+        })
     }
 }
 

@@ -7,7 +7,7 @@
 //!
 //! Shaped like `store::dynamo`: the connections, transactions, sequences and counters here;
 //! one module per record kind (`businesses`, `images`, `keys`, `budgets`, `idempotency`,
-//! `nonces`), and below the first two `rows`, the row layout and lookups both use.
+//! `nonces`, `upload_sessions`), and below the first two `rows`, the row layout and lookups both use.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -75,6 +75,12 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
 CREATE INDEX IF NOT EXISTS idempotency_records_by_expiry ON idempotency_records (expires_at);
 -- Nonces moved to their own file (see `nonces`); stores made before that had them here.
 DROP TABLE IF EXISTS nonces;
+-- Staged uploads' sessions (`upload_sessions`), each kept until `kept_until`.
+CREATE TABLE IF NOT EXISTS upload_sessions (
+    upload_id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, partner_sub_id TEXT,
+    name TEXT NOT NULL, size INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+    used INTEGER NOT NULL, kept_until INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS upload_sessions_by_keeping ON upload_sessions (kept_until);
 "#;
 
 mod budgets;
@@ -82,9 +88,11 @@ mod businesses;
 mod idempotency;
 mod images;
 mod keys;
+mod locations;
 mod nonces;
 mod rows;
 mod sites;
+mod upload_sessions;
 
 const DB_FILE: &str = "sitehost.db";
 const READERS: usize = 4;

@@ -19,9 +19,8 @@ use crate::operations::listing::{envelope, Paging};
 use crate::validate::json_object;
 use ignored_fields::IgnoredFields;
 
-/// A business's list object and one of its locations as its detail shows them (the site
-/// detail shows them too).
-pub use view::{business as business_object, location as location_object};
+/// A business's list object as its detail shows it (the site detail shows it too).
+pub use view::business as business_object;
 
 /// The detail view lists at most this many of a business's images.
 pub const DETAIL_IMAGES_LIMIT: u64 = 1000;

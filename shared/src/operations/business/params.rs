@@ -1,13 +1,48 @@
 //! The query parameters of the business list beyond paging (`listing`): `order_by` and the
-//! filters `deleted`, `added__date`, `partner_business_id` and `partner_sub_id`. Unknown
-//! parameters are ignored.
+//! filters `deleted`, `added__date`, `partner_business_id`, `partner_sub_id` and
+//! `project_type`. A parameter named after another field of the business, or written as a
+//! lookup (`id__in`), is a 400 (`list_rules`); other unknown parameters are ignored.
 
 use chrono::NaiveDate;
 
 use crate::account::Caller;
 use crate::business::{BusinessFilter, BusinessOrder, BusinessQuery};
 use crate::error::{ApiError, FieldErrors, Result};
+use crate::operations::list_rules::reject_unsupported_filters;
 use crate::operations::listing::Paging;
+
+/// The filters this list supports.
+pub const FILTERS: [&str; 5] = [
+    "deleted",
+    "added__date",
+    "partner_business_id",
+    "partner_sub_id",
+    "project_type",
+];
+
+/// The fields of a business object (list and detail).
+pub const FIELDS: [&str; 17] = [
+    "id",
+    "business_name",
+    "slug",
+    "deleted",
+    "partner_business_id",
+    "partner_sub_id",
+    "category_id",
+    "logo_image_id",
+    "user_id",
+    "added",
+    "modified",
+    "resource_uri",
+    "logo_image",
+    "images",
+    "category",
+    "services",
+    "locations",
+];
+
+/// The one project type every business here has: the platform's client filters by it.
+pub const PROJECT_TYPE: &str = "default";
 
 /// The query of a list request on `paging`, or `None` when it matches nothing: a key
 /// restricted to one sub id asking for another.
@@ -45,7 +80,9 @@ fn order(value: &str) -> Result<BusinessOrder> {
 
 /// The filters, with a restricted key's sub id; `None` when they match nothing.
 fn filter(params: &[(String, String)], caller: &Caller) -> Result<Option<BusinessFilter>> {
+    reject_unsupported_filters(params, &FIELDS, &FILTERS)?;
     let mut fields = FieldErrors::default();
+    let mut other_project_type = false;
     let mut filter = BusinessFilter::default();
     for (name, value) in params {
         match name.as_str() {
@@ -66,10 +103,15 @@ fn filter(params: &[(String, String)], caller: &Caller) -> Result<Option<Busines
             },
             "partner_business_id" => filter.partner_business_id = Some(value.clone()),
             "partner_sub_id" => filter.partner_sub_id = Some(value.clone()),
+            // Every business here is of the platform's default project type.
+            "project_type" => other_project_type = value != PROJECT_TYPE,
             _ => {}
         }
     }
     fields.into_result()?;
+    if other_project_type {
+        return Ok(None);
+    }
     if let Some(fixed) = &caller.restrict_sub_id {
         match &filter.partner_sub_id {
             // A restricted key asking for another sub id simply matches nothing.
@@ -122,5 +164,18 @@ mod tests {
             &caller(),
         );
         assert_eq!(f.ok().flatten().and_then(|f| f.deleted), Some(true));
+    }
+
+    #[test]
+    fn unsupported_filters_are_refused_and_project_types_filter() {
+        for name in ["business_name", "id__in", "deleted__in", "slug"] {
+            let refused = filter(&[(name.into(), "1".into())], &caller());
+            let body = refused.err().map(|e| e.body()).unwrap_or_default();
+            assert!(body[name].is_array(), "{name}: {body}");
+        }
+        let other = filter(&[("project_type".into(), "landing".into())], &caller());
+        assert_eq!(other.ok(), Some(None));
+        let ignored = filter(&[("format".into(), "json".into())], &caller());
+        assert!(ignored.is_ok_and(|f| f.is_some()));
     }
 }

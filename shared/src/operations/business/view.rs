@@ -3,11 +3,11 @@
 //! the JSON every test and the OpenAPI document hold; `json!` states each object in fewer
 //! lines than a derived struct and its constructor would.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::business::{Business, BusinessDetail};
 use crate::clock::format_timestamp;
-use crate::location::{Location, TEXT_FIELDS};
+use crate::operations::locations::view::location;
 
 /// The list's path: the base of its paging links and of every business's URI.
 pub const LIST_PATH: &str = "/api/v2/businesses/";
@@ -46,31 +46,10 @@ pub fn detail(detail: &BusinessDetail, logo_image: Option<Value>, images: Vec<Va
         let category = business.category_id.map(|id| json!({ "id": id }));
         map.insert("category".into(), category.unwrap_or(Value::Null));
         map.insert("services".into(), json!(detail.services));
-        let locations = detail.locations.iter().map(|l| location(l, business.id));
+        let locations = detail.locations.iter().map(|l| location(l, business));
         map.insert("locations".into(), Value::Array(locations.collect()));
     }
     value
-}
-
-/// A location as the detail object shows it: every documented key, null when not given.
-pub fn location(location: &Location, business_id: i64) -> Value {
-    let f = &location.fields;
-    let mut map = Map::new();
-    map.insert("id".into(), json!(location.id));
-    map.insert("business_id".into(), json!(business_id));
-    for name in TEXT_FIELDS {
-        map.insert(name.into(), json!(f.text(name)));
-    }
-    map.insert("lat".into(), json!(f.lat));
-    map.insert("lon".into(), json!(f.lon));
-    let phones: Vec<Value> = f
-        .phones
-        .iter()
-        .map(|p| json!({"type": p.kind, "number": p.number}))
-        .collect();
-    map.insert("phones".into(), Value::Array(phones));
-    map.insert("description".into(), json!(f.description));
-    Value::Object(map)
 }
 
 #[cfg(test)]
@@ -92,15 +71,25 @@ mod tests {
         let body = body.as_object().cloned().unwrap_or_default();
         let locations = parse_locations(&mut fields, &body).unwrap_or_default();
         assert!(fields.into_result().is_ok());
+        let business = crate::business::NewBusiness {
+            business_name: "B".into(),
+            ..Default::default()
+        }
+        .into_business(4, 1, 0);
         let shown = location(
-            &Location {
+            &crate::location::Location {
                 id: 9,
                 fields: locations[0].fields.clone(),
+                added: None,
+                modified: None,
             },
-            4,
+            &business,
         );
         assert_eq!(shown["street2"], Value::Null);
         assert_eq!(shown["business_id"], json!(4));
         assert!(shown.get("hours").is_none() && shown.get("made_up").is_none());
+        assert_eq!(shown["hours_by_type"], json!({}));
+        assert_eq!(shown["hours_of_operation"], Value::Null);
+        assert_eq!(shown["resource_uri"], json!("/api/v2/locations/9/"));
     }
 }

@@ -1,8 +1,10 @@
-//! The image endpoints: list, detail and delete (uploads are `upload::Uploads`). What an
+//! The image endpoints: list, detail and delete (uploads are `upload::Uploads`; a staged
+//! upload's session and claim are `staged`). What an
 //! image looks like to a client is `view` (a business's detail and an upload's answer
 //! show it too), the list's query parameters `params`.
 
 mod params;
+pub mod staged;
 pub mod view;
 
 use super::{Reply, Services};

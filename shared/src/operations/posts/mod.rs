@@ -7,11 +7,25 @@ mod view;
 use super::{Reply, Services};
 use crate::account::Caller;
 use crate::error::{ApiError, FieldErrors, Result};
+use crate::operations::list_rules::reject_unsupported_filters;
 use crate::operations::listing::{envelope, Paging};
 use crate::operations::sites::visible_site;
 use crate::post::{NewPost, Post, PostPatch, PostQuery};
 use crate::store::Page;
 use crate::validate::{json_object, parse_id};
+
+/// The fields of a post object: a list parameter named so, other than `site_id`, is a 400
+/// (`list_rules`).
+const FIELDS: [&str; 8] = [
+    "id",
+    "site_id",
+    "title",
+    "content",
+    "date",
+    "added",
+    "modified",
+    "resource_uri",
+];
 
 fn not_found(id: i64) -> ApiError {
     ApiError::NotFound(format!("no post with id {id}"))
@@ -80,6 +94,7 @@ pub async fn list(
     params: &[(String, String)],
 ) -> Result<Reply> {
     let paging = Paging::parse(params)?;
+    reject_unsupported_filters(params, &FIELDS, &["site_id"])?;
     let mut fields = FieldErrors::default();
     let mut site_id = None;
     for (name, value) in params {

@@ -11,8 +11,9 @@ use super::{Reply, Services};
 use crate::account::Caller;
 use crate::business::BusinessDetail;
 use crate::error::{ApiError, FieldErrors, Result};
-use crate::operations::business::{business_object, location_object};
+use crate::operations::business::business_object;
 use crate::operations::listing::{envelope, Paging};
+use crate::operations::locations::view::location as location_object;
 use crate::site::{NewSite, Site, SitePatch};
 use crate::store::rules::no_such_business;
 use crate::store::Page;
@@ -74,7 +75,7 @@ async fn detail(
         .location_ids
         .iter()
         .filter_map(|id| business.locations.iter().find(|l| l.id == *id))
-        .map(|l| location_object(l, business.business.id))
+        .map(|l| location_object(l, &business.business))
         .collect();
     Ok(view::detail(
         site,

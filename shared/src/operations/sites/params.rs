@@ -1,18 +1,59 @@
 //! The query parameters of the site list beyond paging (`listing`): `order_by` and the
 //! filters `deleted`, `partner_sub_id` and one of `added__date`, `business_id`,
 //! `location_id`, `partner_site_id`, `domain`, or the address (`domain`, `subdomain` and
-//! `base_directory` together, as the platform's client sends them). Unknown parameters are
-//! ignored.
+//! `base_directory` together, as the platform's client sends them). Another parameter named
+//! after a site field, or written as a lookup (`id__in`), is a 400 (`list_rules`); other
+//! unknown parameters are ignored.
 
 use chrono::NaiveDate;
 
 use crate::account::Caller;
 use crate::error::{FieldErrors, Result};
+use crate::operations::list_rules::reject_unsupported_filters;
 use crate::operations::listing::Paging;
 use crate::site::{
     base_directory_filter, host_filter, Address, SiteFilter, SiteKeyFilter, SiteOrder, SiteQuery,
 };
 use crate::validate::parse_id;
+
+/// The filters this list supports.
+pub const FILTERS: [&str; 9] = [
+    "deleted",
+    "partner_sub_id",
+    "added__date",
+    "business_id",
+    "location_id",
+    "partner_site_id",
+    "domain",
+    "subdomain",
+    "base_directory",
+];
+
+/// The fields of a site object (a parameter named so, unsupported, is a 400).
+pub const FIELDS: [&str; 22] = [
+    "id",
+    "business_id",
+    "user_id",
+    "partner_user_id",
+    "domain",
+    "subdomain",
+    "base_directory",
+    "formatted_domain",
+    "formatted_url",
+    "title",
+    "partner_site_id",
+    "partner_sub_id",
+    "theme_id",
+    "deleted",
+    "published",
+    "www_primary",
+    "location_ids",
+    "added",
+    "modified",
+    "resource_uri",
+    "business",
+    "locations",
+];
 
 /// The filters of which a list takes one at a time (with `deleted` and `partner_sub_id`).
 const ONE_OF: &str = "added__date, business_id, location_id, partner_site_id, domain (alone, \
@@ -25,6 +66,7 @@ pub fn query(
     paging: Paging,
     caller: &Caller,
 ) -> Result<Option<SiteQuery>> {
+    reject_unsupported_filters(params, &FIELDS, &FILTERS)?;
     let mut fields = FieldErrors::default();
     let mut filter = SiteFilter::default();
     let mut order = SiteOrder::IdAsc;
@@ -199,5 +241,18 @@ mod tests {
             named(parse(&[("business_id", "x"), ("order_by", "name")])),
             ["business_id", "order_by"]
         );
+    }
+
+    #[test]
+    fn field_like_parameters_the_list_does_not_take_are_refused() {
+        assert_eq!(
+            named(parse(&[
+                ("title", "Shop"),
+                ("id__in", "1,2"),
+                ("deleted", "0")
+            ])),
+            ["id__in", "title"]
+        );
+        assert!(parse(&[("format", "json"), ("_", "17"), ("deleted", "0")]).is_ok());
     }
 }

@@ -13,6 +13,7 @@ use super::{backoff, busy, spread, DynamoStore, MAX_ATTEMPTS};
 const UPDATE_TX_ATTEMPTS: u32 = 3;
 use crate::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use crate::error::{ApiError, Result};
+use crate::location::LocationEdit;
 use crate::store::rules::{logo_of_another_sub_id, new_logo, no_such_logo, ScopeChange};
 use crate::store::scope;
 use crate::store::{BusinessStore, ImageStore, Page};
@@ -101,6 +102,8 @@ impl BusinessStore for DynamoStore {
         let logo = new.logo_image_id;
         let id = self.next_id(Seq::Business).await?;
         let location_ids = self.next_ids(Seq::Location, new.locations.len()).await?;
+        self.put_location_pointers(account_id, id, &location_ids)
+            .await?;
         let detail = new.into_detail(id, account_id, now, &mut location_ids.into_iter())?;
         let business = &detail.business;
         let with_details = !(detail.services.is_empty() && detail.locations.is_empty());
@@ -184,6 +187,7 @@ impl BusinessStore for DynamoStore {
             let fresh = self
                 .next_ids(Seq::Location, detail.ids_needed(&patch))
                 .await?;
+            self.put_location_pointers(account_id, id, &fresh).await?;
             if !detail.apply(&patch, now, &mut fresh.into_iter())? {
                 return Ok(Some(detail));
             }
@@ -272,7 +276,12 @@ impl BusinessStore for DynamoStore {
                 .transact("update business", UPDATE_TX_ATTEMPTS, actions)
                 .await?
             {
-                TxOutcome::Committed => return Ok(Some(detail)),
+                TxOutcome::Committed => {
+                    if let Some(LocationEdit::Remove(gone)) = &patch.location_edit {
+                        self.delete_location_pointer(*gone).await;
+                    }
+                    return Ok(Some(detail));
+                }
                 TxOutcome::Busy(codes) => (codes, true),
                 // A version check failed: the business changed since it was read.
                 TxOutcome::Cancelled(codes) => {

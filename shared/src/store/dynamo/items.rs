@@ -156,6 +156,12 @@ pub fn idempotency_key(key: &IdempotencyKey<'_>) -> Item {
     )
 }
 
+/// A staged upload's session, under the `UPLOAD#` prefix the functions' IAM policies allow
+/// (the id is random hex, checked before any store call).
+pub fn upload_session_key(upload_id: &str) -> Item {
+    key(format!("UPLOAD#{upload_id}"), "UPLOAD")
+}
+
 pub fn business_key(id: i64) -> Item {
     key(business_pk(id), "BUSINESS")
 }
@@ -166,6 +172,15 @@ pub const DETAILS: &str = "DETAILS";
 
 pub fn business_pk(id: i64) -> String {
     format!("BUSINESS#{id}")
+}
+
+/// The business id of an item in a business's partition (`business_pk`'s inverse), read
+/// from its `pk`.
+pub fn business_id_of(item: &Item) -> Result<i64> {
+    get_s(item, PK)?
+        .strip_prefix("BUSINESS#")
+        .and_then(|id| id.parse::<i64>().ok())
+        .ok_or_else(|| ApiError::internal("an item of a business's partition with an odd key"))
 }
 
 pub fn details_key(id: i64) -> Item {

@@ -53,11 +53,7 @@ impl DynamoStore {
                 .await
                 .map_err(|e| aws_error("scan for logos", e))?;
             for item in page.items() {
-                let pk = items::get_s(item, PK)?;
-                let business = pk
-                    .strip_prefix("BUSINESS#")
-                    .and_then(|id| id.parse::<i64>().ok())
-                    .ok_or_else(|| ApiError::internal("a business item with an odd key"))?;
+                let business = items::business_id_of(item)?;
                 let logo = items::get_n(item, "logo_image_id")?;
                 let account = items::get_n(item, "account_id")?;
                 found.businesses += 1;

@@ -5,7 +5,7 @@
 //! become errors, backoff). `transactions` builds and runs the writes, `reads` the
 //! `GetItem`s, `Query`s and `BatchGetItem`s with their paging, `counters` the id sequences;
 //! `items` and `records` are the item layout. One module per record kind (`businesses`,
-//! `images`, `keys`, `budgets`, `idempotency`), `spread` (how a scope spreads over lanes
+//! `images`, `keys`, `budgets`, `idempotency`, `upload_sessions`), `spread` (how a scope spreads over lanes
 //! and shards) and `logo_marks` (a one-off migration).
 
 use std::collections::HashMap;
@@ -25,7 +25,9 @@ mod idempotency;
 mod images;
 mod items;
 mod keys;
+mod locations;
 mod logo_marks;
+mod name_keys;
 mod posts;
 mod reads;
 mod records;
@@ -33,6 +35,7 @@ mod site_records;
 mod sites;
 mod spread;
 mod transactions;
+mod upload_sessions;
 
 pub use logo_marks::LogoMarks;
 pub use spread::{COUNTER_LANES, COUNTER_PARTITIONS, ENTRY_SHARDS};

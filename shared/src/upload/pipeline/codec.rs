@@ -11,9 +11,10 @@ use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 
 use super::format::ImageFormat;
+use super::gif_codec;
 use super::libjpeg;
 use super::pixels::{Layout, Pixels};
-use super::refusal::bad_upload;
+use super::refusal::{bad_upload, unreadable_image_data, Unreadable};
 use super::sniff::jpeg_markers::jpeg_check_body;
 use super::sniff::Header;
 use crate::config::ImageLimits;
@@ -49,12 +50,12 @@ fn over_budget(what: impl std::fmt::Display) -> ApiError {
 }
 
 /// Decodes the whole image once (the first frame of an animation), in stored orientation,
-/// at least `need` (width, height) in size: a baseline JPEG bigger than that by 8/7 or more
-/// is decoded at a reduced scale (libjpeg.rs), every other image at its full size.
-/// Progressive JPEGs stay with zune-jpeg, whose coefficient buffers the decode budget and
-/// its tests already cover. The header has
-/// already been checked against the limits; each decoder's own idea of the size, read after
-/// its header parse, is checked again before it allocates a pixel buffer.
+/// at least `need` (width, height) in size. A JPEG in a colour space libjpeg converts
+/// (YCbCr, RGB, grey), baseline or progressive, is decoded by libjpeg-turbo, at the
+/// smallest N/8 scale that covers `need` (libjpeg.rs); CMYK and YCCK JPEGs by zune-jpeg at
+/// full size; every other image at its full size. The header has already been checked
+/// against the limits; each decoder's own idea of the size, read after its header parse, is
+/// checked again before it allocates a pixel buffer.
 pub(super) fn decode(
     bytes: &[u8],
     header: &Header,
@@ -65,9 +66,8 @@ pub(super) fn decode(
         // Before either JPEG decoder sees the image data, once.
         jpeg_check_body(bytes, header)?;
     }
-    let baseline = header.jpeg_scan.is_some_and(|scan| !scan.progressive);
-    let scale = libjpeg::scale_for(header.width, header.height, need);
-    if baseline && scale < 8 {
+    if header.format == ImageFormat::Jpeg {
+        let scale = libjpeg::scale_for(header.width, header.height, need);
         if let Some(pixels) = libjpeg::decode(bytes, header, scale)? {
             return Ok(pixels);
         }
@@ -75,7 +75,8 @@ pub(super) fn decode(
     let pixels = match header.format {
         ImageFormat::Jpeg => decode_jpeg(bytes, header, limits)?,
         ImageFormat::Png => decode_png(bytes, header, limits)?,
-        format => decode_with_image(bytes, format, header, limits)?,
+        ImageFormat::Gif => gif_codec::decode_first_frame(bytes, header, limits)?,
+        ImageFormat::WebP => decode_webp(bytes, header, limits)?,
     };
     // The decoded buffer is the size both checks saw.
     agree(header, pixels.width, pixels.height)?;
@@ -83,7 +84,7 @@ pub(super) fn decode(
 }
 
 /// 400 unless the decoder's size is the one the header check reported.
-fn agree(header: &Header, width: u32, height: u32) -> Result<()> {
+pub(super) fn agree(header: &Header, width: u32, height: u32) -> Result<()> {
     if (width, height) != (header.width, header.height) {
         return Err(bad_upload(format!(
             "the {} is corrupt: its header says {}x{} but it decodes to {}x{}",
@@ -105,8 +106,9 @@ fn decode_jpeg(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pi
         .set_max_width(side)
         .set_max_height(side);
     let mut decoder = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), options);
-    let corrupt =
-        |e: &dyn std::fmt::Display| bad_upload(format!("the JPEG is corrupt or unsupported: {e}"));
+    let corrupt = |e: &dyn std::fmt::Display| {
+        unreadable_image_data(ImageFormat::Jpeg, Unreadable::Corrupt, e)
+    };
     decoder.decode_headers().map_err(|e| corrupt(&e))?;
     let (width, height) = decoder
         .dimensions()
@@ -152,8 +154,11 @@ fn decode_jpeg(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pi
 fn decode_png(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pixels> {
     let refused = |e: png::DecodingError| match e {
         png::DecodingError::LimitsExceeded => over_budget("the PNG decoder's limit"),
+        png::DecodingError::IoError(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            unreadable_image_data(ImageFormat::Png, Unreadable::Truncated, &e)
+        }
         png::DecodingError::IoError(_) | png::DecodingError::Format(_) => {
-            bad_upload(format!("the PNG is truncated, corrupt or unsupported: {e}"))
+            unreadable_image_data(ImageFormat::Png, Unreadable::Corrupt, &e)
         }
         png::DecodingError::Parameter(_) => {
             ApiError::from(anyhow::Error::new(e).context("decoding a PNG"))
@@ -199,32 +204,24 @@ fn decode_png(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pix
     })
 }
 
-/// GIF (first frame) and WebP through `image`, with an allocation limit derived from the
-/// image's size: the decoded RGBA image, once more for a GIF's frame buffer, and the
-/// allowance.
-fn decode_with_image(
-    bytes: &[u8],
-    format: ImageFormat,
-    header: &Header,
-    limits: &ImageLimits,
-) -> Result<Pixels> {
+/// WebP (the first frame of an animation) through `image`, with an allocation limit
+/// derived from the image's size: the decoded RGBA image and the allowance.
+fn decode_webp(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pixels> {
+    let format = ImageFormat::WebP;
     let refused = |e: ImageError| match e {
         ImageError::Limits(e) => over_budget(e),
+        ImageError::IoError(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            unreadable_image_data(format, Unreadable::Truncated, &e)
+        }
         ImageError::Decoding(_)
         | ImageError::Unsupported(_)
         | ImageError::IoError(_)
-        | ImageError::Parameter(_) => bad_upload(format!(
-            "the {} is truncated, corrupt or unsupported: {e}",
-            format.name()
-        )),
+        | ImageError::Parameter(_) => unreadable_image_data(format, Unreadable::Corrupt, &e),
         other => ApiError::from(
             anyhow::Error::new(other).context(format!("decoding a {}", format.name())),
         ),
     };
-    let bytes_per_pixel = match format {
-        ImageFormat::Gif => 8,
-        _ => 4,
-    };
+    let bytes_per_pixel = 4;
     let mut budget = ::image::Limits::default();
     budget.max_image_width = Some(header.width);
     budget.max_image_height = Some(header.height);

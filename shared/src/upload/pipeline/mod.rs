@@ -19,13 +19,17 @@
 mod codec;
 mod colour;
 pub mod format;
+mod gif_codec;
 #[cfg(test)]
 mod hostile;
+#[cfg(test)]
+mod leniency_tests;
 mod libjpeg;
 mod pixels;
 #[cfg(test)]
 mod proptests;
 mod refusal;
+mod repair;
 mod resize;
 #[cfg(test)]
 mod sibling_tests;
@@ -138,7 +142,7 @@ pub struct Processed {
 /// Detects the type and reads the size from the header, checking the limits. Cheap: no
 /// pixel is decoded.
 pub fn inspect(bytes: &[u8], limits: &ImageLimits) -> Result<ImageInfo> {
-    inspect_header(bytes, limits).map(|(_, info)| info)
+    inspect_header(&repair::repaired(bytes), limits).map(|(_, info)| info)
 }
 
 fn inspect_header(bytes: &[u8], limits: &ImageLimits) -> Result<(sniff::Header, ImageInfo)> {
@@ -182,6 +186,10 @@ pub fn webp_sibling_of_variant(bytes: &[u8], limits: &ImageLimits) -> Result<Vec
 /// The whole pipeline on an upload held in memory.
 pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
     let start = Instant::now();
+    // What browsers show and a strict reading refuses, put right (repair.rs): every check
+    // and decoder below reads the repaired file.
+    let repaired = repair::repaired(bytes);
+    let bytes = &*repaired;
     let (header, info) = inspect_header(bytes, limits)?;
 
     // Sizes in upright terms, then in stored terms for resizing before rotating: rotating

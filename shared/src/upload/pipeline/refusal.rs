@@ -35,3 +35,33 @@ impl ImageLimits {
         Ok(())
     }
 }
+
+/// What was wrong with image data a decoder could not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unreadable {
+    /// The data ends before the image is complete.
+    Truncated,
+    /// The data is damaged (or uses a feature no decoder here reads).
+    Corrupt,
+}
+
+/// 400 for image data a decoder could not read, in a partner's words: what is wrong and
+/// what to do. The decoder's own error (its internals mean nothing to a partner) is logged.
+pub(super) fn unreadable_image_data(
+    format: super::format::ImageFormat,
+    what: Unreadable,
+    cause: &dyn std::fmt::Display,
+) -> ApiError {
+    let name = format.name();
+    tracing::info!(format = name, kind = ?what, cause = %cause, "upload refused: image data unreadable");
+    bad_upload(match what {
+        Unreadable::Truncated => format!(
+            "the {name} is truncated: its image data ends before the image is complete; \
+             upload the whole file"
+        ),
+        Unreadable::Corrupt => format!(
+            "the {name} is corrupt: its image data is damaged and cannot be decoded; open it \
+             in an image editor, save or export it again, and upload the new file"
+        ),
+    })
+}

@@ -19,7 +19,11 @@ fn at(city: &str) -> LocationFields {
 }
 
 fn given(id: Option<i64>, fields: LocationFields) -> NewLocation {
-    NewLocation { id, fields }
+    NewLocation {
+        id,
+        fields,
+        hours_given: false,
+    }
 }
 
 pub async fn services_and_locations_round_trip(store: SharedStore) {
@@ -48,6 +52,7 @@ pub async fn services_and_locations_round_trip(store: SharedStore) {
         ],
         description: Some("By the water.\nOpen late.".into()),
         contact_email: Some("harbour@example.com".into()),
+        ..Default::default()
     };
     let new = NewBusiness {
         services: vec!["Repairs".into(), "Rentals".into()],

@@ -16,9 +16,12 @@ mod image_deletes;
 mod images;
 mod keys_and_nonces;
 mod listing;
+mod location_resource;
 mod locations;
 mod logo_marks;
+mod name_order;
 mod sites;
+mod upload_sessions;
 mod write_budgets;
 
 use crate::support;
@@ -213,12 +216,15 @@ macro_rules! contract {
                 businesses::logo_and_business_validation,
                 listing::every_filter_and_combination,
                 listing::every_order,
+                name_order::names_sort_with_their_base_letter,
                 listing::paging,
                 listing::counts_follow_writes,
                 businesses::update_semantics,
                 locations::services_and_locations_round_trip,
                 locations::updates_replace_services_and_locations,
                 locations::the_largest_locations_are_kept,
+                location_resource::locations_by_id_and_their_edits,
+                location_resource::concurrent_location_creates,
                 keys_and_nonces::keys,
                 keys_and_nonces::nonces,
                 images::images,
@@ -248,6 +254,7 @@ macro_rules! contract {
                 sites::site_filters_orders_and_sub_ids,
                 sites::concurrent_creates_at_one_address,
                 sites::posts_round_trip_newest_first,
+                upload_sessions::upload_sessions,
             );
             contract!(@probed $factory;
                 listing::offsets_past_the_end_read_only_the_counter,
@@ -293,6 +300,7 @@ mod on_double {
         idempotent_creates::simultaneous_creates_with_one_key,
         budgets::large_budgets_admit_exactly_their_limit,
         sites::concurrent_creates_at_one_address,
+        location_resource::concurrent_location_creates,
     );
 }
 

@@ -14,10 +14,10 @@ use super::TestTable;
 /// the gate while the double waits for it would never be answered) and no retries, so the
 /// tests see the double's raw answers. `None` when the DynamoDB tests are skipped.
 pub async fn table_behind_double(model: Model) -> Option<(TestTable, Client, DoubleHandle)> {
-    let endpoint = super::aws_endpoint()?;
     let table = TestTable::create().await?;
+    let endpoint = table.endpoint.clone();
     let listen = "127.0.0.1:0".parse().expect("a socket address");
-    let double = dynamo_double::start(&endpoint, listen, model, Some(super::gate()))
+    let double = dynamo_double::start(&endpoint, listen, model, Some(super::gate(&endpoint)))
         .await
         .unwrap_or_else(|e| panic!("cannot start the double in front of {endpoint}: {e:#}"));
     let client = client_without_retries(&double.url());

@@ -27,7 +27,7 @@ pub struct FixtureKey {
     pub secret: &'static str,
 }
 
-/// A fresh store with the key (user 42), business 1 and image 1, and an app on it whose
+/// A fresh store with the key (user 42), business 1 with location 1, and image 1, and an app on it whose
 /// clock is 5 s after `SIGNED_AT`. The scheme defaults to https, as on Lambda
 /// (`Config::from_env("dynamodb")`); `public_hosts` is `SITEHOST_PUBLIC_HOSTS`;
 /// `origin_secret` is `SITEHOST_ORIGIN_VERIFY` (the template sets [`ORIGIN_SECRET`]'s kind).
@@ -89,12 +89,56 @@ pub async fn fixture_app_with_secret(
         category_id: None,
         logo_image_id: None,
         user_id: 42,
+        locations: vec![sitehost::location::NewLocation {
+            id: None,
+            fields: sitehost::location::LocationFields {
+                location_name: Some("Quay".into()),
+                street: Some("1 Quay St".into()),
+                city: Some("Wellington".into()),
+                state: Some("WGN".into()),
+                postal_code: Some("6011".into()),
+                country: Some("NZ".into()),
+                ..Default::default()
+            },
+            hours_given: false,
+        }],
         ..Default::default()
     };
     store
         .create_business(account.id, new, SIGNED_AT - 60)
         .await
         .expect("business");
+    let site = sitehost::site::NewSite {
+        business_id: 1,
+        user_id: 42,
+        address: sitehost::site::Address {
+            domain: "harbourcafe.com".into(),
+            subdomain: "www".into(),
+            base_directory: "/".into(),
+        },
+        title: "Harbour Cafe".into(),
+        partner_site_id: None,
+        partner_sub_id: None,
+        partner_user_id: None,
+        theme_id: None,
+        published: true,
+        www_primary: true,
+        location_ids: vec![],
+    };
+    store
+        .create_site(account.id, site, SIGNED_AT - 50)
+        .await
+        .expect("site");
+    let post = sitehost::post::NewPost {
+        site_id: 1,
+        title: "Welcome".into(),
+        content: "<p>Welcome to the Harbour Cafe.</p>".into(),
+        date: None,
+    };
+    store
+        .create_post(account.id, post, SIGNED_AT - 40)
+        .await
+        .expect("post");
     let image = sitehost::image_record::NewImage {
         id: None,
         path: "img/upload/existing-abc.png".into(),
@@ -137,6 +181,63 @@ pub fn assert_fixture_answer(operation: Operation, body: &Value, headers: &Heade
         Operation::ImageGet => assert_eq!(body["image"], "img/upload/existing-abc.png"),
         // 204 No Content.
         Operation::ImageDelete => assert_eq!(body, &Value::Null),
+        Operation::LocationList => {
+            assert_eq!(body["meta"]["total_count"], 1);
+            assert_eq!(body["objects"][0]["location_name"], "Quay");
+        }
+        Operation::LocationGet => {
+            assert_eq!(body["location_name"], "Quay");
+            assert_eq!(body["business_id"], 1);
+        }
+        Operation::LocationCreate => {
+            assert_eq!(body["location_name"], "Harbour Cafe Quay");
+            assert_eq!(body["business_id"], 1);
+            assert_eq!(
+                headers["location"],
+                format!("/api/v2/locations/{}/", body["id"])
+            );
+        }
+        Operation::LocationUpdate => assert_eq!(body["location_name"], "Quay North"),
+        // 204 No Content.
+        Operation::LocationDelete => assert_eq!(body, &Value::Null),
+        Operation::SiteList => {
+            assert_eq!(body["meta"]["total_count"], 1);
+            assert_eq!(
+                body["objects"][0]["formatted_url"],
+                "http://www.harbourcafe.com/"
+            );
+        }
+        Operation::SiteGet => {
+            assert_eq!(body["title"], "Harbour Cafe");
+            assert_eq!(body["business"]["business_name"], "Existing");
+        }
+        Operation::SiteCreate => {
+            assert_eq!(body["subdomain"], "shop");
+            assert_eq!(body["location_ids"], serde_json::json!([1]));
+            assert_eq!(
+                headers["location"],
+                format!("/api/v2/sites/{}/", body["id"])
+            );
+        }
+        Operation::SiteUpdate => assert_eq!(body["title"], "Harbour Cafe Online"),
+        // 204 No Content: the site is disabled, not removed.
+        Operation::SiteDelete => assert_eq!(body, &Value::Null),
+        Operation::PostList => {
+            assert_eq!(body["meta"]["total_count"], 1);
+            assert_eq!(body["objects"][0]["title"], "Welcome");
+        }
+        Operation::PostGet => assert_eq!(body["content"], "<p>Welcome to the Harbour Cafe.</p>"),
+        Operation::PostCreate => {
+            assert_eq!(body["site_id"], 1);
+            assert_eq!(
+                headers["location"],
+                format!("/api/v2/posts/{}/", body["id"])
+            );
+        }
+        Operation::PostUpdate => {
+            assert_eq!(body["title"], "Opening day, again");
+            assert_eq!(body["content"], "<p>Welcome to the Harbour Cafe.</p>");
+        }
         Operation::ImageUpload => {
             assert_eq!(
                 (body["width"].as_u64(), body["height"].as_u64()),
@@ -146,6 +247,20 @@ pub fn assert_fixture_answer(operation: Operation, body: &Value, headers: &Heade
             assert_eq!(
                 headers["location"],
                 format!("/api/v2/images/{}/", body["id"])
+            );
+        }
+        Operation::ImageUploadSession => {
+            assert_eq!(body["method"], "POST");
+            assert_eq!(body["max_bytes"], 5_508_789);
+            let staged = format!(
+                "/staging/{}",
+                body["upload_id"].as_str().unwrap_or_default()
+            );
+            assert!(
+                body["url"]
+                    .as_str()
+                    .is_some_and(|url| url.ends_with(&staged)),
+                "{body}"
             );
         }
     }

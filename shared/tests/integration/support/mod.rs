@@ -5,7 +5,10 @@
 //!
 //! `SITEHOST_TEST_AWS_ENDPOINT` (e.g. `http://127.0.0.1:5000`) enables the DynamoDB tests.
 //! Without it they print "skipped: no moto" and pass, unless `SITEHOST_TEST_REQUIRE_AWS=1`
-//! (as `scripts/test` sets), in which case they fail.
+//! (as `scripts/test` sets), in which case they fail. `SITEHOST_TEST_AWS_ENDPOINTS`, a
+//! comma-separated list of moto_servers, spreads the tests' tables over all of them in
+//! turn: each moto answers on one core and one request at a time (`OneAtATime`), so two
+//! of them halve the suite's wait on moto.
 
 pub mod app;
 pub mod double;
@@ -15,12 +18,15 @@ pub mod node;
 pub mod openapi;
 pub mod s3;
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::config::{
+    BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig,
+};
 use aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
@@ -38,6 +44,7 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use serde_yaml::Value;
 
 pub const ENDPOINT_VAR: &str = "SITEHOST_TEST_AWS_ENDPOINT";
+pub const ENDPOINTS_VAR: &str = "SITEHOST_TEST_AWS_ENDPOINTS";
 pub const REQUIRE_VAR: &str = "SITEHOST_TEST_REQUIRE_AWS";
 /// Set to `1` to let requests run concurrently (against real DynamoDB; see `OneAtATime`).
 pub const CONCURRENT_VAR: &str = "SITEHOST_TEST_AWS_CONCURRENT";
@@ -118,9 +125,25 @@ pub fn init_tracing() -> &'static CapturedLogs {
     })
 }
 
-/// The AWS endpoint of this test run, or `None` (after saying so) when the DynamoDB tests
-/// are to be skipped. Panics when they are required but no endpoint is set.
+/// An AWS endpoint of this test run, or `None` (after saying so) when the DynamoDB tests
+/// are to be skipped. Panics when they are required but no endpoint is set. With several
+/// endpoints (`SITEHOST_TEST_AWS_ENDPOINTS`), each call answers the next one in turn: what
+/// must live on one moto (a table and the double in front of it) takes one answer.
 pub fn aws_endpoint() -> Option<String> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    static LISTED: OnceLock<Vec<String>> = OnceLock::new();
+    let listed = LISTED.get_or_init(|| {
+        std::env::var(ENDPOINTS_VAR)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(String::from)
+            .collect()
+    });
+    if !listed.is_empty() {
+        return Some(listed[NEXT.fetch_add(1, Ordering::Relaxed) % listed.len()].clone());
+    }
     match std::env::var(ENDPOINT_VAR) {
         Ok(endpoint) if !endpoint.trim().is_empty() => Some(endpoint),
         _ => {
@@ -148,18 +171,25 @@ pub fn aws_endpoint() -> Option<String> {
 #[derive(Debug, Clone)]
 struct OneAtATime {
     inner: SharedHttpClient,
+    gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 #[derive(Debug)]
 struct GatedConnector {
     inner: SharedHttpConnector,
+    gate: Arc<tokio::sync::Mutex<()>>,
 }
 
-/// The process-wide lock every request to moto takes (also the DynamoDB double's, see
-/// `double`).
-pub fn gate() -> Arc<tokio::sync::Mutex<()>> {
-    static GATE: OnceLock<Arc<tokio::sync::Mutex<()>>> = OnceLock::new();
-    GATE.get_or_init(Default::default).clone()
+/// The process-wide lock every request to the moto at `endpoint` takes (also the DynamoDB
+/// double's in front of it, see `double`).
+pub fn gate(endpoint: &str) -> Arc<tokio::sync::Mutex<()>> {
+    type Gates = Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
+    static GATES: OnceLock<Gates> = OnceLock::new();
+    let mut gates = GATES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    gates.entry(endpoint.to_string()).or_default().clone()
 }
 
 impl HttpClient for OneAtATime {
@@ -170,6 +200,7 @@ impl HttpClient for OneAtATime {
     ) -> SharedHttpConnector {
         SharedHttpConnector::new(GatedConnector {
             inner: self.inner.http_connector(settings, components),
+            gate: self.gate.clone(),
         })
     }
 }
@@ -177,8 +208,9 @@ impl HttpClient for OneAtATime {
 impl HttpConnector for GatedConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         let inner = self.inner.clone();
+        let gate = self.gate.clone();
         HttpConnectorFuture::new(async move {
-            let _turn = gate().lock_owned().await;
+            let _turn = gate.lock_owned().await;
             inner.call(request).await
         })
     }
@@ -200,6 +232,11 @@ pub fn client_config(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
         .endpoint_url(endpoint)
         .region(Region::new(var("AWS_REGION", "us-east-1")))
         .credentials_provider(credentials)
+        // A request queued at its moto's gate (`OneAtATime`) receives nothing while it
+        // waits, and the SDK's stalled-stream protection took more than 5 s of that for a
+        // dead connection: concurrent tests on a loaded machine failed with "minimum
+        // throughput was specified at 1 B/s, but throughput of 0 B/s was observed".
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
 }
 
 /// A client for `endpoint` (`client_config`) that sends one request at a time (see
@@ -215,7 +252,10 @@ pub fn client(endpoint: &str) -> Client {
     let config = if std::env::var(CONCURRENT_VAR).as_deref() == Ok("1") {
         config.http_client(http)
     } else {
-        config.http_client(SharedHttpClient::new(OneAtATime { inner: http }))
+        config.http_client(SharedHttpClient::new(OneAtATime {
+            inner: http,
+            gate: gate(endpoint),
+        }))
     }
     .build();
     Client::from_conf(config)
@@ -356,6 +396,8 @@ pub fn create_table_request(
 pub struct TestTable {
     pub client: Client,
     pub name: String,
+    /// The moto it lives on.
+    pub endpoint: String,
 }
 
 impl TestTable {
@@ -398,7 +440,11 @@ impl TestTable {
                     )
                 });
         }
-        Some(TestTable { client, name })
+        Some(TestTable {
+            client,
+            name,
+            endpoint,
+        })
     }
 
     pub async fn delete(self) {

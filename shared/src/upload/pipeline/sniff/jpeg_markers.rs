@@ -39,7 +39,9 @@ fn jpeg_too_many_segments() -> ApiError {
 }
 
 fn jpeg_corrupt(what: &str) -> ApiError {
-    bad_upload(format!("the JPEG is corrupt: {what}"))
+    bad_upload(format!(
+        "the JPEG is corrupt: {what}; save or export it again and upload the new file"
+    ))
 }
 
 /// The coding process each SOFn marker declares, for the refusal of those the decoder
@@ -173,7 +175,12 @@ pub(super) fn jpeg_header(b: &[u8]) -> Result<Option<Parsed>> {
 /// after the first EOI (the second image of an MPF file or a motion photo's video) is not
 /// read. One pass over the compressed bytes, none over pixels.
 pub(in crate::upload::pipeline) fn jpeg_check_body(b: &[u8], header: &Header) -> Result<()> {
-    let truncated = || bad_upload("the JPEG is truncated: its image data has no end marker");
+    let truncated = || {
+        bad_upload(
+            "the JPEG is truncated: its image data ends before the image is complete; upload \
+             the whole file",
+        )
+    };
     let JpegScan {
         data_start: mut pos,
         mut segments,

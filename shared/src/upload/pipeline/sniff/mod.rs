@@ -69,7 +69,8 @@ pub(super) fn read_header(bytes: &[u8]) -> Result<Header> {
             jpeg_scan: p.jpeg_scan,
         }),
         _ => Err(bad_upload(format!(
-            "the file looks like a {} but its header is truncated or corrupt",
+            "the file looks like a {} but its header is truncated or corrupt; upload the \
+             whole file, or save it again",
             format.name()
         ))),
     }

@@ -1,6 +1,7 @@
 //! Upload files in S3, served publicly through the CloudFront frontend host: the file store
 //! of a deployment (the `files` feature, which `images` includes). Uploads write them; a
-//! delete removes them.
+//! delete removes them. Staged uploads' files (`staging/`) go to a bucket of their own,
+//! posted there by the client with a presigned form (`post_form`).
 
 use anyhow::Context;
 use async_trait::async_trait;
@@ -9,12 +10,27 @@ use aws_sdk_s3::operation::head_object::HeadObjectError;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 
+use aws_sdk_s3::config::SharedCredentialsProvider;
+
 use crate::error::{ApiError, Result};
-use crate::store::files::{FilePage, FileStore, FileVersion, StoredFile, CACHE_CONTROL};
+use crate::store::files::{
+    FilePage, FileStore, FileVersion, StoredFile, UploadForm, CACHE_CONTROL, STAGING_PREFIX,
+};
+
+pub mod post_form;
 
 pub struct S3Files {
     client: aws_sdk_s3::Client,
     bucket: String,
+    staging: Option<Staging>,
+}
+
+/// The bucket of staged uploads' files, the URL clients post their forms to, and the
+/// credentials the forms are signed with.
+struct Staging {
+    bucket: String,
+    form_url: String,
+    credentials: SharedCredentialsProvider,
 }
 
 impl S3Files {
@@ -22,6 +38,47 @@ impl S3Files {
         S3Files {
             client,
             bucket: bucket.into(),
+            staging: None,
+        }
+    }
+
+    /// Takes staged uploads into `bucket`, posted to the bucket's regional endpoint, or to
+    /// `endpoint` (path style) when the clients use one (`AWS_ENDPOINT_URL`: moto), with
+    /// forms signed with `credentials` (the client's: the SDK's `Config` no longer hands
+    /// them out).
+    pub fn with_staging(
+        mut self,
+        bucket: impl Into<String>,
+        endpoint: Option<&str>,
+        credentials: SharedCredentialsProvider,
+    ) -> Self {
+        let bucket = bucket.into();
+        let region = self.region();
+        let form_url = match endpoint {
+            Some(endpoint) => format!("{}/{bucket}", endpoint.trim_end_matches('/')),
+            None => format!("https://{bucket}.s3.{region}.amazonaws.com/"),
+        };
+        self.staging = Some(Staging {
+            bucket,
+            form_url,
+            credentials,
+        });
+        self
+    }
+
+    fn region(&self) -> String {
+        self.client
+            .config()
+            .region()
+            .map_or_else(|| "us-east-1".to_string(), ToString::to_string)
+    }
+
+    /// The bucket a path lives in: staged files in the staging bucket, the rest in the
+    /// files bucket.
+    fn bucket_of(&self, path: &str) -> &str {
+        match &self.staging {
+            Some(staging) if path.starts_with(STAGING_PREFIX) => &staging.bucket,
+            _ => &self.bucket,
         }
     }
 }
@@ -45,7 +102,7 @@ impl FileStore for S3Files {
     async fn delete(&self, path: &str) -> Result<()> {
         self.client
             .delete_object()
-            .bucket(&self.bucket)
+            .bucket(self.bucket_of(path))
             .key(path)
             .send()
             .await
@@ -59,7 +116,7 @@ impl FileStore for S3Files {
         let out = match self
             .client
             .get_object()
-            .bucket(&self.bucket)
+            .bucket(self.bucket_of(path))
             .key(path)
             .send()
             .await
@@ -91,6 +148,51 @@ impl FileStore for S3Files {
             .with_context(|| format!("s3 get {path}: reading the body"))?
             .into_bytes();
         Ok(Some(bytes))
+    }
+
+    /// A presigned POST onto the staging bucket (`post_form`), signed with the client's
+    /// credentials (the function's role: its `s3:PutObject` on `staging/*` is what the form
+    /// may do).
+    async fn staged_upload_form(
+        &self,
+        path: &str,
+        max_bytes: u64,
+        expires_at: i64,
+        now: i64,
+    ) -> Result<UploadForm> {
+        use aws_sdk_s3::config::ProvideCredentials;
+        let staging = self
+            .staging
+            .as_ref()
+            .filter(|_| path.starts_with(STAGING_PREFIX))
+            .ok_or_else(|| {
+                ApiError::internal("no staging bucket for staged uploads (SITEHOST_STAGING_BUCKET)")
+            })?;
+        let credentials = staging
+            .credentials
+            .provide_credentials()
+            .await
+            .context("credentials for a presigned POST")?;
+        let region = self.region();
+        let fields = post_form::presigned_post_fields(
+            &post_form::PostPolicy {
+                bucket: &staging.bucket,
+                key: path,
+                max_bytes,
+                expires_at,
+            },
+            &post_form::Signer {
+                access_key_id: credentials.access_key_id(),
+                secret_access_key: credentials.secret_access_key(),
+                session_token: credentials.session_token(),
+                region: &region,
+                now,
+            },
+        )?;
+        Ok(UploadForm {
+            url: staging.form_url.clone(),
+            fields,
+        })
     }
 
     /// `HeadObject`; NotFound is `false`.
