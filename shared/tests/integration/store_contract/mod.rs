@@ -288,7 +288,8 @@ contract!(dynamo, super::dynamo_fixture);
 contract!(sqlite, super::sqlite_fixture);
 
 /// The concurrency cases once more on the DynamoDB double: counts and lists stay exact when
-/// transactions are cancelled for conflicts and retried on other counter lanes.
+/// transactions are cancelled for conflicts and retried on other counter lanes. With them,
+/// each resource beside businesses once: a location, a site and a post written through it.
 mod on_double {
     contract!(@cases super::double_fixture;
         concurrency::concurrent_creates,
@@ -301,6 +302,9 @@ mod on_double {
         budgets::large_budgets_admit_exactly_their_limit,
         sites::concurrent_creates_at_one_address,
         location_resource::concurrent_location_creates,
+        location_resource::locations_by_id_and_their_edits,
+        sites::sites_round_trip_and_addresses,
+        sites::posts_round_trip_newest_first,
     );
 }
 
