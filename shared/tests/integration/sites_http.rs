@@ -213,6 +213,21 @@ async fn posts_through_their_site_and_sub_ids() {
         agency.get("/api/v2/posts/").await.expect("list").status,
         400
     );
+    // A filter the list does not take is refused, naming it; `format` is not a filter.
+    let unsupported = agency
+        .get(&format!(
+            "/api/v2/posts/?site_id={site_id}&title=First&format=json"
+        ))
+        .await
+        .expect("list");
+    assert_eq!(unsupported.status, 400, "{}", unsupported.body);
+    assert!(unsupported.body["title"].is_array(), "{}", unsupported.body);
+    let unsupported = agency.get("/api/v2/sites/?id__in=1,2").await.expect("list");
+    assert!(
+        unsupported.status == 400 && unsupported.body["id__in"].is_array(),
+        "{}",
+        unsupported.body
+    );
 
     // An image naming the site takes its sub id: the site's own sub id lists it.
     let south = server.client("agency", Some("south")).await;
