@@ -30,8 +30,9 @@ fn not_found(id: i64) -> ApiError {
     ApiError::NotFound(format!("no location with id {id}"))
 }
 
-/// The business with its locations, if the caller may see it.
-async fn visible_business(
+/// The business with its locations, if the caller may see it (sites read their locations
+/// through it too).
+pub(crate) async fn visible_business(
     services: &Services,
     caller: &Caller,
     id: i64,

@@ -14,6 +14,7 @@ use crate::error::{ApiError, FieldErrors, Result};
 use crate::operations::business::business_object;
 use crate::operations::listing::{envelope, Paging};
 use crate::operations::locations::view::location as location_object;
+use crate::operations::locations::visible_business;
 use crate::site::{NewSite, Site, SitePatch};
 use crate::store::rules::no_such_business;
 use crate::store::Page;
@@ -21,22 +22,6 @@ use crate::validate::json_object;
 
 fn not_found(id: i64) -> ApiError {
     ApiError::NotFound(format!("no site with id {id}"))
-}
-
-/// The business a site names and the locations it may list, if the caller may see it.
-///
-/// The one place sites read locations: today they are a business's nested locations (its
-/// detail); a locations resource of its own answers the same question.
-async fn business_and_locations(
-    services: &Services,
-    caller: &Caller,
-    business_id: i64,
-) -> Result<Option<BusinessDetail>> {
-    Ok(services
-        .store
-        .get_business_detail(caller.account_id, business_id)
-        .await?
-        .filter(|d| d.business.visible_to(caller.restrict_sub_id.as_deref())))
 }
 
 /// Every id of `location_ids` must be a location of `business` (a 400 on `field.<i>`).
@@ -66,7 +51,7 @@ async fn detail(
 ) -> Result<Value> {
     let business = match business.filter(|b| b.business.id == site.business_id) {
         Some(business) => Some(business),
-        None => business_and_locations(services, caller, site.business_id).await?,
+        None => visible_business(services, caller, site.business_id).await?,
     };
     let Some(business) = business else {
         return Ok(view::detail(site, None, Vec::new()));
@@ -121,7 +106,7 @@ pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply>
 pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
     let body = json_object(body)?;
     let mut new = NewSite::from_json(&body, caller)?;
-    let business = business_and_locations(services, caller, new.business_id)
+    let business = visible_business(services, caller, new.business_id)
         .await?
         .ok_or_else(|| no_such_business(new.business_id))?;
     let field = if body.contains_key("locations") {
@@ -155,7 +140,7 @@ pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) 
     let business_id = patch.business_id.unwrap_or(current.business_id);
     let mut business = None;
     if patch.business_id.is_some() || patch.location_ids.is_some() {
-        let read = business_and_locations(services, caller, business_id)
+        let read = visible_business(services, caller, business_id)
             .await?
             .ok_or_else(|| no_such_business(business_id))?;
         match &patch.location_ids {
