@@ -138,7 +138,9 @@ impl SiteStore for DynamoStore {
                 self.take_address(&site)?,
                 self.put_new(site_item(&site, 1))?,
             ];
-            for scope in &scopes.counted {
+            // An entry in every scope; a counted scope's counter is raised too.
+            let counted = scopes.counted.iter().map(|scope| (scope, true));
+            for (scope, counts) in counted.chain(scopes.listed.iter().map(|scope| (scope, false))) {
                 actions.push(self.put(items::entry_item(
                     Kind::Site,
                     account_id,
@@ -146,16 +148,11 @@ impl SiteStore for DynamoStore {
                     id,
                     Some(&nk),
                 ))?);
-                actions.push(self.add(items::counter_key(Kind::Site, account_id, scope, lane), 1)?);
-            }
-            for scope in &scopes.listed {
-                actions.push(self.put(items::entry_item(
-                    Kind::Site,
-                    account_id,
-                    scope,
-                    id,
-                    Some(&nk),
-                ))?);
+                if counts {
+                    actions.push(
+                        self.add(items::counter_key(Kind::Site, account_id, scope, lane), 1)?,
+                    );
+                }
             }
             Ok(actions)
         };
