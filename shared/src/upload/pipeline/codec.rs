@@ -312,11 +312,16 @@ const SIBLING_METHOD: i32 = 2;
 /// The lossy WebP sibling of a variant (`webp_sibling_path`), alpha kept, at the variants'
 /// quality.
 pub(super) fn encode_webp_sibling(pixels: &Pixels) -> Result<Vec<u8>> {
+    encode_lossy_webp(pixels, f32::from(QUALITY), SIBLING_METHOD)
+}
+
+/// Lossy WebP at `quality` (0-100) and `method` (0-6), alpha kept.
+pub(super) fn encode_lossy_webp(pixels: &Pixels, quality: f32, method: i32) -> Result<Vec<u8>> {
     let (data, layout) = webp_input(pixels);
     let mut config = webp::WebPConfig::new()
         .map_err(|()| ApiError::internal("libwebp: no default encoder configuration"))?;
-    config.quality = f32::from(QUALITY);
-    config.method = SIBLING_METHOD;
+    config.quality = quality;
+    config.method = method;
     config.alpha_compression = 1;
     let memory = webp::Encoder::new(&data, layout, pixels.width, pixels.height)
         .encode_advanced(&config)

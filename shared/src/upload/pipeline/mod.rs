@@ -25,6 +25,9 @@ mod hostile;
 #[cfg(test)]
 mod leniency_tests;
 mod libjpeg;
+#[doc(hidden)]
+pub mod measure;
+mod one_variant;
 mod pixels;
 #[cfg(test)]
 mod proptests;

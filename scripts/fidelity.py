@@ -1,0 +1,201 @@
+"""The scoring half of the fidelity measurement (scripts/fidelity runs it; docs/image-fidelity.md).
+
+Reads the manifest cli/examples/fidelity_ladder.rs wrote: per image and variant size, the
+variant's pixels before encoding (ref.png), the JPEG variant (jpeg.jpg) and a ladder of
+sibling encodings per format (`<format>-q<Q>.<ext>`). Every file is scored against ref.png
+with SSIMULACRA2 (the `ssimulacra2` package; files decoded by Pillow, which reads JPEG, WebP
+and AVIF). For each format it finds, by bisection over its ladder, where its score meets the
+JPEG's:
+  - equal-fidelity bytes: the bytes interpolated (linearly in score) between the two rungs
+    around the JPEG's score; "not reached" when even the top rung scores below it;
+  - the chosen quality: per format and size, the lowest rung at which at least half the
+    images score at or above their JPEG, with its bytes against the JPEG's.
+Prints both tables (Markdown) and writes results.json beside the manifest.
+
+    python scripts/fidelity.py MANIFEST [--jobs N]
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+from multiprocessing import Pool
+
+from ssimulacra2 import compute_ssimulacra2
+
+
+def ladders(entry):
+    """{format: [(quality, file, bytes), ...] sorted by quality} of one image and size."""
+    out = {}
+    for f in entry["files"]:
+        if f["quality"] is None:
+            continue
+        fmt = f["file"].split("-q")[0]
+        out.setdefault(fmt, []).append((f["quality"], f["file"], f["bytes"]))
+    for rungs in out.values():
+        rungs.sort()
+    return out
+
+
+def measure(entry):
+    """Scores one image and size: the JPEG, then each ladder by bisection."""
+    d = entry["dir"]
+    scores = {}
+
+    def score(name):
+        if name not in scores:
+            scores[name] = compute_ssimulacra2(os.path.join(d, "ref.png"), os.path.join(d, name))
+        return scores[name]
+
+    jpeg_bytes = next(f["bytes"] for f in entry["files"] if f["file"] == "jpeg.jpg")
+    target = score("jpeg.jpg")
+    result = {
+        "image": entry["image"], "size": entry["size"],
+        "width": entry["width"], "height": entry["height"],
+        "jpeg": {"bytes": jpeg_bytes, "score": target}, "formats": {},
+        # Files made as the service made them before (`today-<format>.<ext>`), scored as they are.
+        "today": {f["file"].split(".")[0][len("today-"):]: {"bytes": f["bytes"], "score": score(f["file"])}
+                  for f in entry["files"] if f["file"].startswith("today-")},
+    }
+    for fmt, rungs in ladders(entry).items():
+        lo, hi = 0, len(rungs) - 1
+        if score(rungs[hi][1]) < target:
+            equal = None
+        elif score(rungs[lo][1]) >= target:
+            equal = {"quality": rungs[lo][0], "bytes": rungs[lo][2], "at_bottom": True}
+        else:
+            # Invariant: rung lo scores below the JPEG, rung hi at or above it.
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if score(rungs[mid][1]) >= target:
+                    hi = mid
+                else:
+                    lo = mid
+            (q0, f0, b0), (q1, f1, b1) = rungs[lo], rungs[hi]
+            s0, s1 = score(f0), score(f1)
+            t = (target - s0) / (s1 - s0) if s1 != s0 else 1.0
+            equal = {"quality": q0 + t * (q1 - q0), "bytes": b0 + t * (b1 - b0), "at_bottom": False}
+        result["formats"][fmt] = {
+            "equal": equal,
+            "rungs": [{"quality": q, "bytes": b} for q, _, b in rungs],
+            "scores": {f: scores[f] for _, f, _ in rungs if f in scores},
+        }
+    return result, [(fmt, q, f) for fmt, rungs in ladders(entry).items() for q, f, _ in rungs]
+
+
+def score_one(args):
+    d, name = args
+    return compute_ssimulacra2(os.path.join(d, "ref.png"), os.path.join(d, name))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("manifest")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count())
+    args = parser.parse_args()
+    with open(args.manifest) as f:
+        manifest = json.load(f)
+    if not manifest:
+        raise SystemExit("fidelity: the manifest lists no image and size")
+    by_key = {(e["image"], e["size"]): e for e in manifest}
+    with Pool(args.jobs) as pool:
+        measured = pool.map(measure, manifest, chunksize=1)
+        results = [r for r, _ in measured]
+        # The chosen quality needs every rung's score, bisection or not: score the missing
+        # ones, then pick per format and size.
+        missing = []
+        for r, rungs in measured:
+            e = by_key[(r["image"], r["size"])]
+            for fmt, _, name in rungs:
+                if name not in r["formats"][fmt]["scores"]:
+                    missing.append((r, fmt, e["dir"], name))
+        for (r, fmt, _, name), s in zip(missing, pool.map(score_one, [(d, n) for _, _, d, n in missing], chunksize=1)):
+            r["formats"][fmt]["scores"][name] = s
+
+    for r in results:
+        scores = [r["jpeg"]["score"]] + [v for f in r["formats"].values() for v in f["scores"].values()]
+        if not all(math.isfinite(v) and v <= 100 for v in scores):
+            raise SystemExit(f"fidelity: a score out of range for {r['image']} {r['size']}: {scores}")
+    sizes = [s for s in ("big", "large", "medium", "small", "thumbnail") if any(r["size"] == s for r in results)]
+    formats = sorted({fmt for r in results for fmt in r["formats"]})
+    images = sorted({r["image"] for r in results})
+    print(f"{len(images)} images: {', '.join(images)}\n")
+    print("Bytes at the JPEG variant's fidelity (SSIMULACRA2 against the variant's pixels before encoding), median over the images with that size:\n")
+    print("| format | size | images | JPEG score (median) | quality at equal score (median) | bytes against the JPEG (median) | not reached |")
+    print("|---|---|---|---|---|---|---|")
+    summary = {}
+    for fmt in formats:
+        for size in sizes:
+            rows = [r for r in results if r["size"] == size and fmt in r["formats"]]
+            if not rows:
+                continue
+            reached = [r for r in rows if r["formats"][fmt]["equal"]]
+            ratios = [r["formats"][fmt]["equal"]["bytes"] / r["jpeg"]["bytes"] for r in reached]
+            # An image whose top rung stays below the JPEG counts as no saving at best.
+            ratios += [float("inf")] * (len(rows) - len(reached))
+            quality = [r["formats"][fmt]["equal"]["quality"] for r in reached]
+            median_ratio = statistics.median(ratios)
+            summary[(fmt, size)] = median_ratio
+            equal_quality = f"{statistics.median(quality):.0f}" if quality else "-"
+            print(f"| {fmt} | {size} | {len(rows)} | {statistics.median(r['jpeg']['score'] for r in rows):.1f} | "
+                  f"{equal_quality} | {fmt_ratio(median_ratio)} | {len(rows) - len(reached)} |")
+    todays = sorted({fmt for r in results for fmt in r["today"]})
+    if todays:
+        print("\nThe siblings as made before this measurement, against the JPEG, median over the images:\n")
+        print("| sibling | size | images | score minus the JPEG's | bytes against the JPEG |")
+        print("|---|---|---|---|---|")
+        for fmt in todays:
+            for size in sizes:
+                rows = [r for r in results if r["size"] == size and fmt in r["today"]]
+                if rows:
+                    print(f"| {fmt} | {size} | {len(rows)} | "
+                          f"{statistics.median(r['today'][fmt]['score'] - r['jpeg']['score'] for r in rows):+.1f} | "
+                          f"{fmt_ratio(statistics.median(r['today'][fmt]['bytes'] / r['jpeg']['bytes'] for r in rows))} |")
+    print()
+    print("The chosen quality: the lowest rung at which at least half the images score at or above their JPEG; at it, median over the images:\n")
+    print("| format | size | chosen quality | score minus the JPEG's | bytes against the JPEG |")
+    print("|---|---|---|---|---|")
+    chosen = {}
+    for fmt in formats:
+        for size in sizes:
+            rows = [r for r in results if r["size"] == size and fmt in r["formats"]]
+            if not rows:
+                continue
+            rungs = rows[0]["formats"][fmt]["rungs"]
+            pick = None
+            for rung in rungs:
+                at = [(r["formats"][fmt]["scores"][name_of(r, fmt, rung["quality"])] - r["jpeg"]["score"],
+                       bytes_of(r, fmt, rung["quality"]) / r["jpeg"]["bytes"]) for r in rows]
+                if sum(1 for delta, _ in at if delta >= 0) * 2 >= len(at):
+                    pick = (rung["quality"], at)
+                    break
+            if pick is None:
+                print(f"| {fmt} | {size} | none reaches it | | |")
+                continue
+            q, at = pick
+            chosen[f"{fmt}/{size}"] = q
+            print(f"| {fmt} | {size} | {q:g} | {statistics.median(d for d, _ in at):+.1f} | "
+                  f"{fmt_ratio(statistics.median(b for _, b in at))} |")
+    out = os.path.join(os.path.dirname(os.path.abspath(args.manifest)), "results.json")
+    with open(out, "w") as f:
+        json.dump({"results": results, "chosen": chosen}, f, indent=1)
+    print(f"\nresults: {out}")
+
+
+def name_of(result, fmt, quality):
+    return next(n for n in result["formats"][fmt]["scores"] if n.startswith(f"{fmt}-q{quality:g}."))
+
+
+def bytes_of(result, fmt, quality):
+    return next(r["bytes"] for r in result["formats"][fmt]["rungs"] if r["quality"] == quality)
+
+
+def fmt_ratio(ratio):
+    if ratio == float("inf"):
+        return "not reached"
+    return f"{ratio:.2f} ({(1 - ratio) * 100:+.0f}% saved)" if ratio <= 1 else f"{ratio:.2f} ({(ratio - 1) * 100:.0f}% larger)"
+
+
+if __name__ == "__main__":
+    main()
