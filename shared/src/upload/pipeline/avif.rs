@@ -17,17 +17,19 @@ pub const AVIF_QUALITY: f32 = 70.0;
 /// more than colour noise shows, so it is kept above the colour quality.
 pub const AVIF_ALPHA_QUALITY: f32 = 90.0;
 
-/// rav1e's speed preset (1 slowest and smallest .. 10 fastest). Measured on the bench
-/// photos' variants (docs/image-pipeline-bench.md, "AVIF siblings"): 8 is the fastest preset
-/// whose files are not larger than speed 6's by more than a few percent; 10 gave up more
-/// bytes than it saved time, 6 took about twice as long.
-pub const AVIF_SPEED: u8 = 8;
+/// rav1e's speed preset (1 slowest and smallest .. 10 fastest), through ravif's tweaks of
+/// it. Measured on the bench photos' variants, one thread (docs/image-pipeline-bench.md,
+/// "AVIF siblings"): 9 took 40-45% of speed 8's time (and 6's, no faster than 8) for files
+/// the same size or smaller; 10 took a third less again but made a smooth photo's files up to
+/// 27% larger.
+pub const AVIF_SPEED: u8 = 9;
 
 /// The most pixels a variant may have to be given an AVIF sibling: more, and the request
-/// gets the WebP sibling instead. Every variant but `big` (up to 2048x2048, 4.2 MP) is
-/// under it. The first request of a big variant's AVIF would take longer than the viewer
-/// should wait for an image and close to what one `image-sibling` call may take (its 10 s
-/// timeout, on one vCPU), and rav1e's working memory grows with the frame
+/// gets the WebP sibling instead. 1024x1024: every large variant (1024 px box) and smaller
+/// is under it, a big one (2048 px box) only when its original was that small. At speed 9 a
+/// megapixel took 1.8-2.5 s of one core (x86_64, rav1e without assembly: the hosts'
+/// build), and a big variant's 3.1 MP 7.6 s, close to `image-sibling`'s 10 s timeout on its
+/// one vCPU; a viewer waits for the first request too. rav1e's memory grows with the frame
 /// (docs/budgets.md, "AVIF siblings").
 pub const AVIF_MAX_PIXELS: u64 = 1_048_576;
 
