@@ -19,9 +19,9 @@ pub const AVIF_ALPHA_QUALITY: f32 = 90.0;
 
 /// rav1e's speed preset (1 slowest and smallest .. 10 fastest), through ravif's tweaks of
 /// it. Measured on the bench photos' variants, one thread (docs/image-pipeline-bench.md,
-/// "AVIF siblings"): 9 took 40-45% of speed 8's time (and 6's, no faster than 8) for files
-/// the same size or smaller; 10 took a third less again but made a smooth photo's files up to
-/// 27% larger.
+/// "AVIF siblings"): 9 took 40-50% of speed 8's time (6 was no faster than 8) for files at
+/// most 3.4% larger; 10 took a third less again but made a smooth photo's files up to 32%
+/// larger.
 pub const AVIF_SPEED: u8 = 9;
 
 /// The most pixels a variant may have to be given an AVIF sibling: more, and the request
@@ -67,11 +67,14 @@ pub struct AvifSettings {
 }
 
 impl AvifSettings {
+    /// One thread per encode: `operations::siblings` runs one encode per core, and on the
+    /// function's one vCPU rav1e's threads cost twice the CPU time (3.8 s against 1.8 s for
+    /// a 1024x768 variant, measured) for nothing.
     pub const SIBLINGS: AvifSettings = AvifSettings {
         quality: AVIF_QUALITY,
         alpha_quality: AVIF_ALPHA_QUALITY,
         speed: AVIF_SPEED,
-        threads: None,
+        threads: Some(1),
     };
 }
 
