@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::operations::siblings::WebpSiblings;
+use crate::operations::siblings::Siblings;
 use crate::operations::ImageUploads;
 use crate::store::dynamo::DynamoStore;
 use crate::store::files::SharedFiles;
@@ -50,14 +50,15 @@ pub fn bucket_files(config: &Config, aws: &aws_config::SdkConfig) -> Option<Shar
     }
 }
 
-/// WebP siblings made on first request, in a build with the pipeline and a deployment with
-/// a file store.
-pub fn webp_siblings(files: Option<&SharedFiles>) -> Option<WebpSiblings> {
+/// Siblings (WebP, AVIF) made on first request, in a build with the pipeline and a
+/// deployment with a file store.
+pub fn siblings(files: Option<&SharedFiles>) -> Option<Siblings> {
     #[cfg(feature = "images")]
     return files.map(|files| {
-        WebpSiblings::new(Arc::clone(files), |variant| {
-            crate::upload::pipeline::webp_sibling_of_variant(
+        Siblings::new(Arc::clone(files), |variant, format| {
+            crate::upload::pipeline::sibling_of_variant(
                 variant,
+                format,
                 &crate::config::ImageLimits::default(),
             )
         })

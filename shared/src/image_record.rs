@@ -1,4 +1,4 @@
-//! Images: the record, its variant sizes and the paths of its files (and their WebP
+//! Images: the record, its variant sizes and the paths of its files (and their variants'
 //! siblings). Named apart from the `image` codec crate; the upload pipeline is `upload`,
 //! what an image looks like over HTTP (its JSON, its paths) `operations::images`.
 
@@ -117,28 +117,71 @@ impl NewImage {
 /// on their first request (`operations::siblings`).
 pub const WEBP_SIBLINGS_AT_UPLOAD: [&str; 2] = ["small", "thumbnail"];
 
-/// The WebP sibling of a variant: `img/upload/a--26.medium.jpg` ->
-/// `img/upload/a--26.medium.jpg.webp`. Same file set (the name up to its first dot), so the
-/// sweeper and deletes treat it as part of the upload.
-pub fn webp_sibling_path(variant_path: &str) -> String {
-    format!("{variant_path}.webp")
+/// The formats a variant's sibling is made in (`<variant path>.<extension>`), for a viewer
+/// that accepts them (`api::siblings::chosen_sibling`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SiblingFormat {
+    Avif,
+    Webp,
 }
 
-/// Whether a stored path is a variant that may have a WebP sibling: a variant
+impl SiblingFormat {
+    pub const ALL: [SiblingFormat; 2] = [SiblingFormat::Avif, SiblingFormat::Webp];
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            SiblingFormat::Avif => "avif",
+            SiblingFormat::Webp => "webp",
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            SiblingFormat::Avif => "image/avif",
+            SiblingFormat::Webp => "image/webp",
+        }
+    }
+
+    /// The sibling answered in this one's place for a variant that gets none in this
+    /// format (an AVIF past the pixel bound, or of an animated GIF): the WebP. Every viewer
+    /// that is answered an AVIF accepts WebP too (`chosen_sibling`).
+    pub fn stand_in(self) -> Option<SiblingFormat> {
+        match self {
+            SiblingFormat::Avif => Some(SiblingFormat::Webp),
+            SiblingFormat::Webp => None,
+        }
+    }
+
+    fn from_extension(extension: &str) -> Option<SiblingFormat> {
+        SiblingFormat::ALL
+            .into_iter()
+            .find(|format| format.extension() == extension)
+    }
+}
+
+/// A variant's sibling in `format`: `img/upload/a--26.medium.jpg` ->
+/// `img/upload/a--26.medium.jpg.avif`. Same file set (the name up to its first dot), so the
+/// sweeper, restores and deletes treat it as part of the upload.
+pub fn sibling_path(variant_path: &str, format: SiblingFormat) -> String {
+    format!("{variant_path}.{}", format.extension())
+}
+
+/// Whether a stored path is a variant that may have siblings: a variant
 /// ([`is_variant_path`]) that is not a WebP itself (`a--26.small.jpg`, `a--26.big.png` yes;
-/// `a--26.small.webp`, `a--26.jpg` no). Every such variant has one once it has been asked
-/// for, or from its upload for [`WEBP_SIBLINGS_AT_UPLOAD`].
-pub fn may_have_webp_sibling(path: &str) -> bool {
+/// `a--26.small.webp`, `a--26.jpg` no). Such a variant has a sibling in a format once it
+/// has been asked for in it, and a WebP one from its upload for [`WEBP_SIBLINGS_AT_UPLOAD`].
+pub fn may_have_siblings(path: &str) -> bool {
     let extension = path.rsplit('.').next().unwrap_or_default();
     is_variant_path(path) && !extension.eq_ignore_ascii_case("webp")
 }
 
-/// The variant a WebP sibling's path belongs to (`a--26.medium.jpg.webp` ->
-/// `a--26.medium.jpg`), `None` for any other path: the inverse of [`webp_sibling_path`] on
-/// the variants of [`may_have_webp_sibling`].
-pub fn variant_of_webp_sibling(path: &str) -> Option<&str> {
-    path.strip_suffix(".webp")
-        .filter(|variant| may_have_webp_sibling(variant))
+/// The variant and format of a sibling's path (`a--26.medium.jpg.webp` ->
+/// (`a--26.medium.jpg`, WebP)), `None` for any other path: the inverse of
+/// [`sibling_path`] on the variants of [`may_have_siblings`].
+pub fn sibling_of(path: &str) -> Option<(&str, SiblingFormat)> {
+    let (variant, extension) = path.rsplit_once('.')?;
+    let format = SiblingFormat::from_extension(extension)?;
+    may_have_siblings(variant).then_some((variant, format))
 }
 
 /// The extensions an upload's files are stored with (`upload::pipeline::format`).
@@ -155,8 +198,8 @@ pub enum UploadFile {
     Original,
     /// `img/upload/<set>.<size>.<ext>`
     Variant,
-    /// `img/upload/<set>.<size>.<jpg|png|gif>.webp`
-    WebpSibling,
+    /// `img/upload/<set>.<size>.<jpg|png|gif>.<webp|avif>`
+    Sibling(SiblingFormat),
 }
 
 /// The kind of stored upload file `path` (no leading slash) can be, or `None` when no
@@ -182,8 +225,8 @@ pub fn upload_file(path: &str) -> Option<UploadFile> {
     match rest[..] {
         [ext] if stored(ext) => Some(UploadFile::Original),
         [s, ext] if size(s) && stored(ext) => Some(UploadFile::Variant),
-        [s, ext, "webp"] if size(s) && stored(ext) && ext != "webp" => {
-            Some(UploadFile::WebpSibling)
+        [s, ext, sibling] if size(s) && stored(ext) && ext != "webp" => {
+            SiblingFormat::from_extension(sibling).map(UploadFile::Sibling)
         }
         _ => None,
     }
@@ -234,42 +277,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_variant_but_a_webp_may_have_a_webp_sibling() {
+    fn every_variant_but_a_webp_may_have_siblings() {
         let original = "img/upload/shop-k3v9x0q2m1za--26.jpg";
         for (name, _) in VARIANTS {
             let variant = variant_path(original, name);
             assert!(is_variant_path(&variant), "{variant}");
-            assert!(may_have_webp_sibling(&variant), "{variant}");
-            let sibling = webp_sibling_path(&variant);
-            assert_eq!(sibling, format!("{variant}.webp"));
-            assert_eq!(variant_of_webp_sibling(&sibling), Some(variant.as_str()));
+            assert!(may_have_siblings(&variant), "{variant}");
+            for format in SiblingFormat::ALL {
+                let sibling = sibling_path(&variant, format);
+                assert_eq!(sibling, format!("{variant}.{}", format.extension()));
+                assert_eq!(sibling_of(&sibling), Some((variant.as_str(), format)));
+            }
         }
         assert_eq!(
-            webp_sibling_path(&variant_path(original, "small")),
+            sibling_path(&variant_path(original, "small"), SiblingFormat::Webp),
             "img/upload/shop-k3v9x0q2m1za--26.small.jpg.webp"
+        );
+        assert_eq!(
+            sibling_path(&variant_path(original, "big"), SiblingFormat::Avif),
+            "img/upload/shop-k3v9x0q2m1za--26.big.jpg.avif"
         );
         for not in [
             original,
             "img/upload/a--26.small.webp",
             "img/upload/a--26.small.jpg.webp",
+            "img/upload/a--26.small.jpg.avif",
             "img/upload/a--26.huge.jpg",
             "medium.jpg",
             "img/upload/medium",
         ] {
-            assert!(!may_have_webp_sibling(not), "{not}");
+            assert!(!may_have_siblings(not), "{not}");
         }
         for not in [
             "img/upload/a--26.small.jpg",
             "img/upload/a--26.jpg.webp",
+            "img/upload/a--26.jpg.avif",
             "img/upload/a--26.small.webp.webp",
+            "img/upload/a--26.small.webp.avif",
             "img/upload/a--26.small.jpg.webp.webp",
+            "img/upload/a--26.small.jpg.avif.webp",
+            "img/upload/a--26.small.jpg.heic",
             "img/upload/a--26.huge.jpg.webp",
             ".webp",
+            ".avif",
         ] {
-            assert_eq!(variant_of_webp_sibling(not), None, "{not}");
+            assert_eq!(sibling_of(not), None, "{not}");
         }
         assert!(!is_variant_path(original));
         assert!(!is_variant_path("img/upload/a--26.medium.jpg.webp"));
+        assert!(!is_variant_path("img/upload/a--26.medium.jpg.avif"));
+        assert_eq!(SiblingFormat::Avif.stand_in(), Some(SiblingFormat::Webp));
+        assert_eq!(SiblingFormat::Webp.stand_in(), None);
     }
 
     #[test]
@@ -279,8 +337,19 @@ mod tests {
             ("img/upload/shop-k3v9x0q2m1za--26.jpg", Some(Original)),
             ("img/upload/shop-k3v9x0q2m1za.medium.png", Some(Variant)),
             ("img/upload/a_b--7.small.webp", Some(Variant)),
-            ("img/upload/a--7.big.gif.webp", Some(WebpSibling)),
+            (
+                "img/upload/a--7.big.gif.webp",
+                Some(Sibling(SiblingFormat::Webp)),
+            ),
+            (
+                "img/upload/a--7.big.png.avif",
+                Some(Sibling(SiblingFormat::Avif)),
+            ),
             ("img/upload/a--7.big.webp.webp", None),
+            ("img/upload/a--7.big.webp.avif", None),
+            ("img/upload/a--7.big.jpg.avif.webp", None),
+            ("img/upload/a--7.avif", None),
+            ("img/upload/a--7.big.avif", None),
             ("img/upload/a--7.jpg.webp", None),
             ("img/upload//a--7.big.jpg.webp", None),
             ("img/upload/./a--7.big.jpg", None),

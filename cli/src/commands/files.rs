@@ -30,8 +30,9 @@ pub enum FilesCommand {
         store: StoreArgs,
     },
     /// After a point-in-time restore of the table: for every image record whose files are
-    /// missing, restores them (original, variants, WebP siblings) from their newest earlier
-    /// version in the versioned bucket, and lists what it restored and what it could not.
+    /// missing, restores them (original, variants, WebP and AVIF siblings) from their
+    /// newest earlier version in the versioned bucket, and lists what it restored and what
+    /// it could not.
     Restore {
         /// Lists what would be restored; changes nothing.
         #[arg(long)]

@@ -6,14 +6,16 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use sitehost::config::{Config, Defaults};
-use sitehost::upload::pipeline::{process_file_timed, webp_sibling_of_variant, write_variants};
+use sitehost::image_record::SiblingFormat;
+use sitehost::upload::pipeline::{process_file_timed, sibling_of_variant, write_variants};
 
 #[derive(Args)]
 pub struct VariantsArgs {
     file: PathBuf,
     outdir: PathBuf,
-    /// Also makes the WebP siblings that are made on their first request (medium, large,
-    /// big), timing each: not part of an upload's work, so off for the benchmark's runs.
+    /// Also makes the siblings that are made on their first request (the WebPs of medium,
+    /// large and big, every AVIF), timing each: not part of an upload's work, so off for the
+    /// benchmark's runs.
     #[arg(long)]
     first_request_siblings: bool,
 }
@@ -66,21 +68,34 @@ pub fn run(args: VariantsArgs) -> Result<()> {
                 webp.len(),
                 path.display()
             );
-        } else if first_request_siblings && processed.extension != "webp" {
+        }
+        if !first_request_siblings || processed.extension == "webp" {
+            continue;
+        }
+        for format in SiblingFormat::ALL {
+            if format == SiblingFormat::Webp && variant.webp.is_some() {
+                continue;
+            }
             // What the frontend's first request of this sibling costs (operations::siblings):
             // made from the stored variant, as image-sibling and `serve` make it.
+            let sibling = format!("{}.{}", path.display(), format.extension());
             let started = std::time::Instant::now();
-            let webp = webp_sibling_of_variant(&variant.bytes, &limits)
-                .map_err(|e| anyhow::Error::new(e).context(format!("{}.webp", path.display())))?;
-            let took = started.elapsed();
-            let sibling = format!("{}.webp", path.display());
-            std::fs::write(&sibling, &webp).with_context(|| format!("writing {sibling}"))?;
+            let made = sibling_of_variant(&variant.bytes, format, &limits)
+                .map_err(|e| anyhow::Error::new(e).context(sibling.clone()))?;
+            let took = started.elapsed().as_secs_f64() * 1000.0;
+            let Some(made) = made else {
+                println!(
+                    "  {:<9} {:>9} {:>9}        {sibling}: none, its WebP stands in ({took:.1} ms to tell)",
+                    "", "", ""
+                );
+                continue;
+            };
+            std::fs::write(&sibling, &made).with_context(|| format!("writing {sibling}"))?;
             println!(
-                "  {:<9} {:>9} {:>9} bytes  {sibling} (WebP sibling, made on first request in {:.1} ms)",
+                "  {:<9} {:>9} {:>9} bytes  {sibling} (made on first request in {took:.1} ms)",
                 "",
                 "",
-                webp.len(),
-                took.as_secs_f64() * 1000.0
+                made.len()
             );
         }
     }

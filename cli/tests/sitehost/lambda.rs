@@ -726,8 +726,8 @@ fn every_function_answers_its_events_cold_and_warm() {
     }
 
     // image-sibling, behind the frontend rather than the API: its event (unsigned; CloudFront
-    // signs for the function URL) asks for a medium variant's WebP sibling, which it makes
-    // from the variant in the bucket.
+    // signs for the function URL) asks for a medium variant's WebP sibling, then its AVIF,
+    // which it makes from the variant in the bucket.
     let variant = work.path().join("medium.jpg");
     std::fs::write(&variant, jpeg(640, 480)).expect("variant");
     let put = Command::new(&python)
@@ -749,13 +749,24 @@ fn every_function_answers_its_events_cold_and_warm() {
         "{}",
         String::from_utf8_lossy(&put.stderr)
     );
+    // The same request for the AVIF sibling, as CloudFront sends it for a browser that
+    // accepts AVIF.
     let event = repo().join("events/image-sibling.json");
-    let (ok, report) = invoke(&bins.join("image-sibling"), &[event.clone(), event], &env);
+    let text = std::fs::read_to_string(&event).expect("event");
+    let avif_event = work.path().join("image-sibling-avif.json");
+    let avif_text = text
+        .replace(".medium.jpg.webp", ".medium.jpg.avif")
+        .replace("\"image/webp\"", "\"image/avif\"");
+    std::fs::write(&avif_event, avif_text).expect("the AVIF event");
+    let events = [event.clone(), event, avif_event];
+    let (ok, report) = invoke(&bins.join("image-sibling"), &events, &env);
     assert!(ok, "image-sibling: {report}");
-    for invocation in report["invocations"].as_array().expect("invocations") {
+    let invocations = report["invocations"].as_array().expect("invocations");
+    assert_eq!(invocations.len(), 3);
+    for (invocation, kind) in invocations.iter().zip(["webp", "webp", "avif"]) {
         let response = &invocation["response"];
         assert_eq!(response["statusCode"], 200, "{invocation}");
-        assert_eq!(response["headers"]["content-type"], "image/webp");
+        assert_eq!(response["headers"]["content-type"], format!("image/{kind}"));
         assert_eq!(response["isBase64Encoded"], true, "{invocation}");
     }
     tried.insert("image-sibling");

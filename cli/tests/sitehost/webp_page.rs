@@ -1,8 +1,8 @@
-//! WebP siblings as a browser receives them: a page with
+//! Siblings as a browser receives them: a page with
 //! `<img src="/img/upload/….medium.jpg">` of a JPEG uploaded to `sitehost serve`, loaded by
-//! headless Chromium, gets the variant's WebP sibling, made on that first request (the
-//! upload makes only the small and thumbnail siblings: medium's made it more than 10%
-//! slower, docs/image-pipeline-bench.md) and stored.
+//! headless Chromium (whose image Accept names `image/avif` and `image/webp`), gets the
+//! variant's AVIF sibling, made on that first request (the upload makes no AVIF, and only
+//! the small and thumbnail WebPs) and stored.
 //! Chromium's own network log says what it sent and received for the `<img>`; the page says
 //! the image decoded at its size.
 
@@ -80,7 +80,7 @@ fn header<'a>(headers: &'a [String], name: &str) -> Option<&'a str> {
 }
 
 #[tokio::test]
-async fn an_img_of_a_medium_jpeg_variant_gets_its_webp_sibling_in_chromium() {
+async fn an_img_of_a_medium_jpeg_variant_gets_its_avif_sibling_in_chromium() {
     let Some(chromium) = chromium() else {
         return;
     };
@@ -101,11 +101,8 @@ async fn an_img_of_a_medium_jpeg_variant_gets_its_webp_sibling_in_chromium() {
         .as_str()
         .expect("the medium variant's path");
     assert!(medium.ends_with(".medium.jpg"), "{medium}");
-    let stored_sibling = data.join("files").join(format!("{medium}.webp"));
-    assert!(
-        !stored_sibling.exists(),
-        "the upload makes no medium sibling"
-    );
+    let stored_sibling = data.join("files").join(format!("{medium}.avif"));
+    assert!(!stored_sibling.exists(), "the upload makes no AVIF");
 
     // The page is a local file; its <img> is the variant's path on the server, as on a
     // hosted site. Its title says whether and at what size the image decoded.
@@ -142,7 +139,7 @@ async fn an_img_of_a_medium_jpeg_variant_gets_its_webp_sibling_in_chromium() {
     let (sent, received) = exchange(&net_log, &format!("GET /{medium} HTTP/1.1"));
     let accept = header(&sent, "accept").expect("Chromium sends an Accept for images");
     assert!(
-        accept.contains("image/webp"),
+        accept.contains("image/avif") && accept.contains("image/webp"),
         "Chromium's image Accept: {accept}"
     );
     assert_eq!(
@@ -151,15 +148,13 @@ async fn an_img_of_a_medium_jpeg_variant_gets_its_webp_sibling_in_chromium() {
     );
     assert_eq!(
         header(&received, "content-type"),
-        Some("image/webp"),
+        Some("image/avif"),
         "what Chromium received for the <img> of {medium} (it sent Accept: {accept}): {received:?}"
     );
     assert_eq!(header(&received, "vary"), Some("Accept"));
     let sibling = std::fs::read(&stored_sibling).expect("the sibling made was stored");
-    assert!(
-        sibling.starts_with(b"RIFF") && sibling.get(8..12) == Some(&b"WEBP"[..]),
-        "a WebP file"
-    );
+    // An ISO BMFF file whose brand is AVIF.
+    assert_eq!(sibling.get(4..12), Some(&b"ftypavif"[..]), "an AVIF file");
     assert_eq!(
         header(&received, "content-length"),
         Some(sibling.len().to_string().as_str()),

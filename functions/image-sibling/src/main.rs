@@ -1,9 +1,9 @@
 //! Lambda function behind the frontend's image origin group, not the API: makes a variant's
-//! WebP sibling on its first request. Cold start only; the logic lives in `sitehost`.
+//! WebP or AVIF sibling on its first request. Cold start only; the logic lives in `sitehost`.
 
 use sitehost::api::lambda;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    lambda::start_webp_siblings().await
+    lambda::start_siblings().await
 }

@@ -8,7 +8,7 @@ use lambda_http::request::RequestContext;
 use lambda_http::{service_fn, Body, Request, RequestExt, Response};
 
 use crate::api::{App, Operation, PlatformIds};
-use crate::operations::siblings::WebpSiblings;
+use crate::operations::siblings::Siblings;
 
 /// An API Gateway event as the app's request: the same method, URI and headers, the body
 /// as bytes, and the platform's ids for the request log.
@@ -67,10 +67,10 @@ pub async fn start(operation: Operation) -> Result<(), lambda_http::Error> {
     run(Arc::new(app), operation).await
 }
 
-/// The cold start of `image-sibling`, the frontend's maker of WebP siblings (behind the
+/// The cold start of `image-sibling`, the frontend's maker of siblings (behind the
 /// distribution's origin group, not the API): the bucket as its file store, then the
 /// runtime loop, answering each request with `api::siblings::answer`.
-pub async fn start_webp_siblings() -> Result<(), lambda_http::Error> {
+pub async fn start_siblings() -> Result<(), lambda_http::Error> {
     let siblings = Arc::new(cold_start(siblings_cold_start()).await?);
     lambda_http::run(service_fn(move |req: Request| {
         let siblings = Arc::clone(&siblings);
@@ -129,12 +129,12 @@ async fn app_cold_start() -> Result<App, ColdStartError> {
 
 /// The bucket and the pipeline: no table, no authentication (only the distribution may
 /// invoke the function, through its origin access control).
-async fn siblings_cold_start() -> Result<WebpSiblings, ColdStartError> {
+async fn siblings_cold_start() -> Result<Siblings, ColdStartError> {
     let config = crate::config::Config::from_env(crate::config::Defaults::lambda())
         .map_err(|e| ("Sitehost.ConfigInvalid", e.into()))?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let files = crate::deployment::bucket_files(&config, &aws);
-    crate::deployment::webp_siblings(files.as_ref()).ok_or((
+    crate::deployment::siblings(files.as_ref()).ok_or((
         "Sitehost.ConfigInvalid",
         "image-sibling needs SITEHOST_BUCKET and a build with the image pipeline".into(),
     ))

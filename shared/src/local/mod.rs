@@ -14,6 +14,7 @@ pub mod client;
 pub mod connections;
 pub mod disk_files;
 pub mod docs;
+mod file_answer;
 pub mod server;
 pub mod sqlite;
 pub mod staged_form;

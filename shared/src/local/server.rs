@@ -19,11 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::TryStreamExt;
-use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, VARY, X_CONTENT_TYPE_OPTIONS};
+use http::header::{HeaderValue, CONNECTION, X_CONTENT_TYPE_OPTIONS};
 use http::{Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -32,120 +30,22 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_io_timeout::TimeoutStream;
 
 use crate::api::body::{body_too_large, RequestBody};
-use crate::api::siblings::accepts_webp;
-use crate::api::{error_response, App};
+use crate::api::App;
 use crate::config::{ServerLimits, StoreKind};
 use crate::error::{ApiError, Result};
-use crate::image_record::upload_file;
 use crate::local::connections::{Connection, Connections, Request as Underway};
 use crate::local::disk_files::LocalFiles;
-use crate::operations::siblings::{Sibling, WebpSiblings};
-
-/// A response as hyper sends it: a whole body in memory, or a file streamed from disk.
-type ServedBody = BoxBody<Bytes, std::io::Error>;
+use crate::local::file_answer::{serve_file, whole, ServedBody};
+use crate::operations::siblings::Siblings;
 
 /// What every connection shares: the app, the limits and the stored files.
 struct Shared {
     app: Arc<App>,
     /// The embedded store's files, served as the local frontend host.
     local_files: Option<LocalFiles>,
-    /// Makes the WebP siblings not stored yet, in a build with the image pipeline.
-    siblings: Option<WebpSiblings>,
+    /// Makes the siblings not stored yet, in a build with the image pipeline.
+    siblings: Option<Siblings>,
     limits: ServerLimits,
-}
-
-/// Stored files are sent in chunks of this size: what a stalled reader holds is bounded.
-const FILE_CHUNK_BYTES: usize = 64 * 1024;
-
-/// A stored file, when `sitehost serve` is the frontend host: `GET /img/upload/x.jpg`.
-/// A variant's path is answered with its WebP sibling when the client accepts WebP: the
-/// stored one, or one made now and stored (`operations::siblings`), as the deployed
-/// frontend's origin group does. When none can be made the variant itself is answered, never
-/// an error. Variants always carry `Vary: Accept` (template.yaml, `ImageFilesFunction`).
-async fn serve_file(
-    files: Option<&LocalFiles>,
-    siblings: Option<&WebpSiblings>,
-    method: &http::Method,
-    path: &str,
-    accept: Option<&str>,
-) -> Option<Response<ServedBody>> {
-    let files = files?;
-    if path.starts_with("/api/") || !(method == http::Method::GET || method == http::Method::HEAD) {
-        return None;
-    }
-    let decoded = percent_encoding::percent_decode_str(path)
-        .decode_utf8()
-        .ok()?;
-    // Only canonical paths in the stored-name grammar: no empty, `.` or `..` segments.
-    let Some(_) = decoded.strip_prefix('/').and_then(upload_file) else {
-        let missing = error_response(&ApiError::NotFound(format!("no file at {path}")));
-        return Some(missing.map(whole));
-    };
-    let variant = crate::image_record::is_variant_path(&decoded);
-    let mut content = None;
-    if accept.is_some_and(accepts_webp) && crate::image_record::may_have_webp_sibling(&decoded) {
-        let sibling = crate::image_record::webp_sibling_path(&decoded);
-        content = match files.open_file(&sibling).await {
-            Some(stored) => Some(Content::File(stored)),
-            None => made_sibling(siblings, &sibling).await.map(Content::Made),
-        };
-    }
-    if content.is_none() {
-        content = files.open_file(&decoded).await.map(Content::File);
-    }
-    let Some(content) = content else {
-        let missing = error_response(&ApiError::NotFound(format!("no file at {path}")));
-        return Some(missing.map(whole));
-    };
-    let (content_type, len) = match &content {
-        Content::File((_, len, content_type)) => (*content_type, *len),
-        Content::Made(webp) => ("image/webp", webp.len() as u64),
-    };
-    let head = crate::api::file_response(
-        method,
-        content_type,
-        crate::store::files::CACHE_CONTROL,
-        Bytes::new(),
-    );
-    let (mut parts, _) = head.into_parts();
-    parts.headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
-    if variant {
-        parts
-            .headers
-            .insert(VARY, HeaderValue::from_static("Accept"));
-    }
-    let body = match content {
-        _ if method == http::Method::HEAD => whole(Bytes::new()),
-        Content::Made(webp) => whole(webp),
-        Content::File((file, ..)) => {
-            let chunks = tokio_util::io::ReaderStream::with_capacity(file, FILE_CHUNK_BYTES);
-            BodyExt::boxed(StreamBody::new(chunks.map_ok(Frame::data)))
-        }
-    };
-    Some(Response::from_parts(parts, body))
-}
-
-/// What a file answer sends: a stored file, streamed, or a WebP sibling just made.
-enum Content {
-    File((tokio::fs::File, u64, &'static str)),
-    Made(Bytes),
-}
-
-/// The sibling at `sibling_path`, made and stored now; `None` (the variant is answered)
-/// when there is no variant, it cannot be encoded, or the store failed (logged).
-async fn made_sibling(siblings: Option<&WebpSiblings>, sibling_path: &str) -> Option<Bytes> {
-    match siblings?.make(sibling_path.trim_start_matches('/')).await {
-        Ok(Sibling::Made(webp)) => Some(webp),
-        Ok(Sibling::Missing | Sibling::Variant { .. } | Sibling::NotNow) => None,
-        Err(err) => {
-            tracing::warn!(sibling_path, error = %crate::error::error_chain(&err), "a WebP sibling could not be made; the variant is answered");
-            None
-        }
-    }
-}
-
-fn whole(bytes: Bytes) -> ServedBody {
-    Full::new(bytes).map_err(|never| match never {}).boxed()
 }
 
 /// A request body still on the connection: read, within the body deadline, only when the
@@ -333,7 +233,7 @@ pub async fn serve(
     };
     let siblings = local_files
         .as_ref()
-        .and_then(|_| crate::deployment::webp_siblings(app.services.files.as_ref()));
+        .and_then(|_| crate::deployment::siblings(app.services.files.as_ref()));
     let connections = Connections::new(limits.max_connections);
     let shared = Arc::new(Shared {
         app,
@@ -476,128 +376,6 @@ mod tests {
         assert_eq!(logged.iter().sum::<u64>() + logged.len() as u64, 20);
         backoff.succeeded();
         assert_eq!(backoff.failed(now).1, AcceptBackoff::FIRST);
-    }
-
-    /// Stands in for the pipeline (tested on its own in `upload::pipeline`): `made:` and the
-    /// variant's bytes, or a failure for a variant that starts with `bad`.
-    fn fake_webp(variant: &[u8]) -> crate::error::Result<Vec<u8>> {
-        if variant.starts_with(b"bad") {
-            return Err(ApiError::internal("not an image"));
-        }
-        Ok([&b"made:"[..], variant].concat())
-    }
-
-    #[tokio::test]
-    async fn variants_are_answered_with_their_webp_sibling_when_accepted() {
-        let dir = tempfile::tempdir().expect("dir");
-        let files = LocalFiles::open(dir.path()).expect("files");
-        let siblings = WebpSiblings::new(
-            Arc::new(LocalFiles::open(dir.path()).expect("files")),
-            fake_webp,
-        );
-        let set = "img/upload/a-b--7";
-        for (path, bytes) in [
-            (format!("{set}.jpg"), &b"original"[..]),
-            (format!("{set}.small.jpg"), b"small jpeg"),
-            (format!("{set}.small.jpg.webp"), b"webp"),
-            (format!("{set}.big.jpg"), b"bad big jpeg"),
-            (format!("{set}.medium.jpg"), b"medium jpeg"),
-            (format!("{set}.thumbnail.jpg"), b"thumbnail jpeg"),
-        ] {
-            crate::store::files::FileStore::put(&files, &path, Bytes::from(bytes), "x")
-                .await
-                .expect("put");
-        }
-        let chrome = "image/avif,image/webp,image/apng,image/*,*/*;q=0.8";
-        let get = |path: String, accept: Option<&'static str>| {
-            let (files, siblings) = (&files, &siblings);
-            async move {
-                let response = serve_file(
-                    Some(files),
-                    Some(siblings),
-                    &http::Method::GET,
-                    &path,
-                    accept,
-                )
-                .await
-                .expect("a file answer");
-                let (parts, body) = response.into_parts();
-                let body = body.collect().await.expect("body").to_bytes();
-                let header = |name| {
-                    parts
-                        .headers
-                        .get(name)
-                        .map(|v: &HeaderValue| v.to_str().unwrap_or_default().to_string())
-                };
-                (
-                    parts.status.as_u16(),
-                    header(http::header::CONTENT_TYPE),
-                    header(VARY),
-                    body,
-                )
-            }
-        };
-        let text = |s: &str| Some(s.to_string());
-        // Accepted and stored: the sibling.
-        let (status, kind, vary, body) = get(format!("/{set}.small.jpg"), Some(chrome)).await;
-        assert_eq!(
-            (status, kind, vary),
-            (200, text("image/webp"), text("Accept"))
-        );
-        assert_eq!(&body[..], b"webp");
-        // Not accepted: the variant itself, still varying on Accept.
-        for accept in [None, Some("*/*"), Some("image/webp;q=0, image/*")] {
-            let (status, kind, vary, body) = get(format!("/{set}.small.jpg"), accept).await;
-            assert_eq!(
-                (status, kind, vary),
-                (200, text("image/jpeg"), text("Accept"))
-            );
-            assert_eq!(&body[..], b"small jpeg", "{accept:?}");
-        }
-        // Accepted and not stored yet: made, stored, answered; then answered from storage.
-        for _ in 0..2 {
-            let (status, kind, vary, body) = get(format!("/{set}.medium.jpg"), Some(chrome)).await;
-            assert_eq!(
-                (status, kind, vary),
-                (200, text("image/webp"), text("Accept"))
-            );
-            assert_eq!(&body[..], b"made:medium jpeg");
-        }
-        let stored = std::fs::read(dir.path().join(format!("files/{set}.medium.jpg.webp")));
-        assert_eq!(stored.expect("stored sibling"), b"made:medium jpeg");
-        // One that cannot be made: the variant, never an error, and nothing stored.
-        let (status, kind, vary, body) = get(format!("/{set}.big.jpg"), Some(chrome)).await;
-        assert_eq!(
-            (status, kind, vary),
-            (200, text("image/jpeg"), text("Accept"))
-        );
-        assert_eq!(&body[..], b"bad big jpeg");
-        assert!(!dir
-            .path()
-            .join(format!("files/{set}.big.jpg.webp"))
-            .exists());
-        // The original has no sibling and does not vary.
-        let (status, kind, vary, body) = get(format!("/{set}.jpg"), Some(chrome)).await;
-        assert_eq!((status, kind, vary), (200, text("image/jpeg"), None));
-        assert_eq!(&body[..], b"original");
-        // A path outside the stored-name grammar is a 404, even one that names a stored
-        // file once its empty segments are dropped, and nothing is made for it.
-        let pad = "/".repeat(4000);
-        let inner = format!("/img/upload/{pad}{}.small.jpg", &set["img/upload/".len()..]);
-        for path in [
-            format!("{pad}/{set}.small.jpg"),
-            inner,
-            format!("/{set}.small.jpg/."),
-        ] {
-            assert_eq!(get(path.clone(), Some(chrome)).await.0, 404, "{path:.40}");
-        }
-        // A missing variant is a 404 whatever the Accept, and leaves no sibling.
-        let (status, ..) = get(format!("/{set}.large.jpg"), Some(chrome)).await;
-        assert_eq!(status, 404);
-        assert!(!dir
-            .path()
-            .join(format!("files/{set}.large.jpg.webp"))
-            .exists());
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub trait FileStore: Send + Sync {
     /// Removes a file; removing a missing file is not an error.
     async fn delete(&self, path: &str) -> Result<()>;
     /// A stored file's bytes, `None` when there is no file at `path`; a file of more than
-    /// `max_bytes` is an error, never read. For the WebP siblings made on first request
+    /// `max_bytes` is an error, never read. For the siblings made on first request
     /// (`operations::siblings`); stores that cannot read refuse.
     async fn read(&self, path: &str, max_bytes: u64) -> Result<Option<Bytes>> {
         let _ = (path, max_bytes);
@@ -130,6 +130,7 @@ pub fn content_type_of(path: &str) -> &'static str {
         Some("png") => "image/png",
         Some("gif") => "image/gif",
         Some("webp") => "image/webp",
+        Some("avif") => "image/avif",
         _ => "application/octet-stream",
     }
 }

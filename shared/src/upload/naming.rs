@@ -67,7 +67,7 @@ pub fn upload_file_set(path: &str) -> Option<(&str, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image_record::{variant_path, webp_sibling_path};
+    use crate::image_record::{sibling_path, variant_path, SiblingFormat};
 
     #[test]
     fn stems_are_safe() {
@@ -94,11 +94,11 @@ mod tests {
         assert_eq!(upload_file_set(&path), Some((set, 26)));
         let variant = variant_path(&path, "thumbnail");
         assert_eq!(upload_file_set(&variant), Some((set, 26)));
-        // So do the WebP siblings of variants.
-        assert_eq!(
-            upload_file_set(&webp_sibling_path(&variant)),
-            Some((set, 26))
-        );
+        // So do the siblings of variants.
+        for format in SiblingFormat::ALL {
+            let sibling = sibling_path(&variant, format);
+            assert_eq!(upload_file_set(&sibling), Some((set, 26)));
+        }
         // A temporary file of the local store belongs to its set too.
         assert_eq!(
             upload_file_set(&format!("{set}.big.tmp-123")),

@@ -5,9 +5,9 @@
 //! Records are walked by account (the accounts of the keys; every image was uploaded with a
 //! key of its account, and keys are never deleted, only revoked), each account's images by
 //! its list (`Query`s of the image list, never a table scan). For each image, one
-//! `ListObjectVersions` of its file set (the original, the variants and whatever WebP
-//! siblings it had) says which files have no current version; each is copied back from its
-//! newest earlier version. The original and the five variants must exist: one with no
+//! `ListObjectVersions` of its file set (the original, the variants and whatever siblings
+//! it had, WebP or AVIF) says which files have no current version; each is copied back
+//! from its newest earlier version. The original and the five variants must exist: one with no
 //! earlier version is reported as lost. A sibling that never existed is made on request.
 
 use std::collections::BTreeMap;
@@ -131,7 +131,7 @@ where
 
 /// The prefix every file of the image at `original` shares: its path up to the first dot
 /// of the file name, and the dot (`img/upload/a-x--26.jpg` -> `img/upload/a-x--26.`; the
-/// variants insert their size after it, the siblings add `.webp`). The dot keeps image 26's
+/// variants insert their size after it, the siblings add `.webp` or `.avif`). The dot keeps image 26's
 /// prefix from matching image 260's files.
 fn file_set_prefix(original: &str) -> String {
     let file_start = original.rfind('/').map_or(0, |i| i + 1);

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::pipeline::Processed;
 use crate::account::Caller;
 use crate::error::{ApiError, Result};
-use crate::image_record::{variant_path, webp_sibling_path, Image, NewImage};
+use crate::image_record::{sibling_path, variant_path, Image, NewImage, SiblingFormat};
 use crate::operations::upload_stats::record_upload;
 use crate::operations::Services;
 use crate::store::files::SharedFiles;
@@ -26,7 +26,9 @@ pub(super) fn upload_files(path: &str, original: Bytes, processed: Processed) ->
         // The encoded bytes move to the file store.
         let at = variant_path(path, variant.name);
         if let Some(webp) = variant.webp {
-            objects.push((webp_sibling_path(&at), Bytes::from(webp), "image/webp"));
+            let webp_format = SiblingFormat::Webp;
+            let path = sibling_path(&at, webp_format);
+            objects.push((path, Bytes::from(webp), webp_format.content_type()));
         }
         objects.push((at, Bytes::from(variant.bytes), processed.mimetype));
     }

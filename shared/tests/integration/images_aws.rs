@@ -145,8 +145,7 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
 
     // The medium variant's WebP sibling, made on its first request as the image-sibling
     // function makes it: read from S3, encoded, stored with the files' headers.
-    let siblings =
-        sitehost::deployment::webp_siblings(Some(&aws.files())).expect("a build with images");
+    let siblings = sitehost::deployment::siblings(Some(&aws.files())).expect("a build with images");
     let medium = by_url.body["sizes"]["medium"].as_str().expect("path");
     let made =
         sitehost::api::siblings::answer(&siblings, &http::Method::GET, &format!("/{medium}.webp"))
@@ -165,6 +164,23 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
         .expect("head of the medium variant's WebP sibling");
     assert_eq!(stored.content_type(), Some("image/webp"));
     assert_eq!(stored.cache_control(), Some(CACHE_CONTROL));
+    // Its AVIF sibling the same way, stored as image/avif.
+    let made =
+        sitehost::api::siblings::answer(&siblings, &http::Method::GET, &format!("/{medium}.avif"))
+            .await;
+    assert_eq!(made.status(), 200);
+    assert_eq!(made.headers()["content-type"], "image/avif");
+    assert_eq!(made.body().get(4..12), Some(&b"ftypavif"[..]));
+    let stored = aws
+        .s3
+        .head_object()
+        .bucket(&aws.bucket)
+        .key(format!("{medium}.avif"))
+        .send()
+        .await
+        .expect("head of the medium variant's AVIF sibling");
+    assert_eq!(stored.content_type(), Some("image/avif"));
+    assert_eq!(stored.cache_control(), Some(CACHE_CONTROL));
     // A variant S3 does not have (NoSuchKey, not an error) has no sibling.
     let missing = sitehost::api::siblings::answer(
         &siblings,
@@ -173,7 +189,8 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
     )
     .await;
     assert_eq!(missing.status(), 404);
-    // Deleting the image removes the sibling made on request with its other files.
+    // Deleting the image removes the siblings made on request (WebP, AVIF) with its other
+    // files.
     let deleted = client
         .send(
             "DELETE",

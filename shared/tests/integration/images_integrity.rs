@@ -18,7 +18,9 @@ use sitehost::account::{Account, ApiKey, NewKey};
 use sitehost::business::{Business, BusinessDetail, BusinessPatch, BusinessQuery, NewBusiness};
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::error::{ApiError, Result};
-use sitehost::image_record::{variant_path, Image, ImageQuery, NewImage, VARIANTS};
+use sitehost::image_record::{
+    sibling_path, variant_path, Image, ImageQuery, NewImage, SiblingFormat, VARIANTS,
+};
 use sitehost::local::client::{PartnerClient, Reply};
 use sitehost::post::{NewPost, Post, PostPatch, PostQuery};
 use sitehost::s3::S3Files;
@@ -502,7 +504,7 @@ async fn a_record_written_before_the_error_makes_the_upload_succeed_with_its_fil
     expected.extend(
         sitehost::image_record::WEBP_SIBLINGS_AT_UPLOAD
             .iter()
-            .map(|size| sitehost::image_record::webp_sibling_path(&variant_path(&path, size))),
+            .map(|size| sibling_path(&variant_path(&path, size), SiblingFormat::Webp)),
     );
     expected.sort();
     assert_eq!(stored_files(server.dir()), expected);

@@ -672,10 +672,11 @@ async fn the_default_route_answers_our_404_and_405() {
 
 /// events/image-sibling.json: what CloudFront's origin group sends image-sibling's
 /// function URL (signed by its origin access control) when the bucket has no WebP sibling
-/// of a medium variant. The function answers it with the sibling, base64-encoded, and
-/// stores it; an event for a variant that does not exist is our JSON 404.
+/// of a medium variant (and the same for its AVIF). The function answers it with the
+/// sibling, base64-encoded, and stores it; an event for a variant that does not exist is
+/// our JSON 404.
 #[tokio::test]
-async fn the_function_url_event_gets_a_variant_its_webp_sibling() {
+async fn the_function_url_event_gets_a_variant_its_webp_and_avif_siblings() {
     let text = std::fs::read_to_string(events_dir().join("image-sibling.json")).expect("event");
     let dir = tempfile::tempdir().expect("dir");
     let files: sitehost::store::files::SharedFiles =
@@ -685,7 +686,7 @@ async fn the_function_url_event_gets_a_variant_its_webp_sibling() {
         .put(variant, support::media::jpeg(640, 480).into(), "image/jpeg")
         .await
         .expect("put");
-    let siblings = sitehost::deployment::webp_siblings(Some(&files)).expect("a build with images");
+    let siblings = sitehost::deployment::siblings(Some(&files)).expect("a build with images");
     let answer = |text: String| {
         let siblings = &siblings;
         async move {
@@ -710,6 +711,22 @@ async fn the_function_url_event_gets_a_variant_its_webp_sibling() {
     assert_eq!((sibling.width(), sibling.height()), (640, 480));
     assert!(files
         .exists(&format!("{variant}.webp"))
+        .await
+        .expect("exists"));
+
+    // The AVIF sibling, as CloudFront asks for it for a viewer that accepts AVIF.
+    let avif = text
+        .replace(".medium.jpg.webp", ".medium.jpg.avif")
+        .replace("\"image/webp\"", "\"image/avif\"");
+    let response = answer(avif).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "image/avif");
+    let lambda_http::Body::Binary(avif) = response.body() else {
+        panic!("a binary body (base64 in the function's answer)");
+    };
+    assert_eq!(avif.get(4..12), Some(&b"ftypavif"[..]));
+    assert!(files
+        .exists(&format!("{variant}.avif"))
         .await
         .expect("exists"));
 

@@ -1066,8 +1066,13 @@ fn each_function_may_touch_only_the_items_it_uses() {
 fn only_the_image_functions_touch_the_bucket_and_only_its_upload_prefix() {
     let template = template();
     let prefix = "${FilesBucket.Arn}/img/upload/*";
-    let siblings = "${FilesBucket.Arn}/img/upload/*.webp";
+    // One pattern per sibling format: `*.avif`, `*.webp`.
+    let sibling_patterns: Vec<String> = sitehost::image_record::SiblingFormat::ALL
+        .iter()
+        .map(|format| format!("${{FilesBucket.Arn}}/img/upload/*.{}", format.extension()))
+        .collect();
     let staging = "${StagingBucket.Arn}/staging/*";
+    let mut sibling_grants = BTreeSet::new();
     for function in functions(&template) {
         for statement in function.statements() {
             let sid = statement["Sid"].as_str().unwrap_or("?");
@@ -1082,27 +1087,31 @@ fn only_the_image_functions_touch_the_bucket_and_only_its_upload_prefix() {
                 }
                 // image-upload writes files (and removes them when its record fails);
                 // image-delete only removes them; image-sibling reads variants and writes
-                // (or removes again) only WebP siblings. ListBucket, on the bucket itself,
+                // (or removes again) only siblings (AVIF, WebP). ListBucket, on the bucket itself,
                 // lets image-sibling tell a missing variant (404) from a refusal.
                 // image-upload-session signs forms that may only put staged files (what
                 // its role may do is what its forms may); image-upload reads and deletes them.
-                let allowed: &[(&str, &str)] = match function.dir.as_str() {
-                    "image-upload" => &[
+                let mut allowed: Vec<(&str, &str)> = match function.dir.as_str() {
+                    "image-upload" => vec![
                         ("s3:PutObject", prefix),
                         ("s3:DeleteObject", prefix),
                         ("s3:GetObject", staging),
                         ("s3:DeleteObject", staging),
                     ],
-                    "image-upload-session" => &[("s3:PutObject", staging)],
-                    "image-delete" => &[("s3:DeleteObject", prefix)],
-                    "image-sibling" => &[
+                    "image-upload-session" => vec![("s3:PutObject", staging)],
+                    "image-delete" => vec![("s3:DeleteObject", prefix)],
+                    "image-sibling" => vec![
                         ("s3:GetObject", prefix),
                         ("s3:ListBucket", "FilesBucket.Arn"),
-                        ("s3:PutObject", siblings),
-                        ("s3:DeleteObject", siblings),
                     ],
-                    _ => &[],
+                    _ => vec![],
                 };
+                if function.dir == "image-sibling" {
+                    for pattern in &sibling_patterns {
+                        allowed.push(("s3:PutObject", pattern.as_str()));
+                        allowed.push(("s3:DeleteObject", pattern.as_str()));
+                    }
+                }
                 for resource in resources(statement) {
                     let named = tagged(resource, "Sub")
                         .or_else(|| tagged(resource, "GetAtt"))
@@ -1113,8 +1122,21 @@ fn only_the_image_functions_touch_the_bucket_and_only_its_upload_prefix() {
                         "{}: {sid} grants {action} on {named}",
                         function.logical_id
                     );
+                    if function.dir == "image-sibling" {
+                        sibling_grants.insert((action.clone(), named.to_string()));
+                    }
                 }
             }
+        }
+    }
+    // image-sibling may store and remove a sibling of every format it makes.
+    for pattern in &sibling_patterns {
+        for action in ["s3:PutObject", "s3:DeleteObject"] {
+            let grant = (action.to_string(), pattern.clone());
+            assert!(
+                sibling_grants.contains(&grant),
+                "image-sibling: {action} on {pattern}"
+            );
         }
     }
 }
@@ -2722,17 +2744,24 @@ fn image_variants_follow_accept_through_a_normalised_cache_key() {
 /// each request leaves with.
 fn check_image_files_function_with_node(code: &str) {
     const CHROME: &str = "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8";
+    const WEBP_ONLY: &str = "image/webp,*/*";
     let cases: &[(&str, Option<&str>, &str, Option<&str>)] = &[
         // uri, Accept sent; uri and Accept after the function
         (
             "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za--26.small.jpg.avif",
+            Some("image/avif"),
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
+            Some(WEBP_ONLY),
             "/img/upload/shop-k3v9x0q2m1za--26.small.jpg.webp",
             Some("image/webp"),
         ),
         (
             "/img/upload/a_b-k3v9x0q2m1za--20.thumbnail.png",
-            Some("image/webp;q=0.9, image/png"),
+            Some("image/webp;q=0.9, image/png, image/avif;q=0.8"),
             "/img/upload/a_b-k3v9x0q2m1za--20.thumbnail.png.webp",
             Some("image/webp"),
         ),
@@ -2742,7 +2771,13 @@ fn check_image_files_function_with_node(code: &str) {
             "/img/upload/x-k3v9x0q2m1za--26.small.gif.webp",
             Some("image/webp"),
         ),
-        // WebP not accepted: the variant, Accept dropped from the cache key.
+        (
+            "/img/upload/x-k3v9x0q2m1za--26.small.gif",
+            Some("IMAGE/AVIF, image/webp"),
+            "/img/upload/x-k3v9x0q2m1za--26.small.gif.avif",
+            Some("image/avif"),
+        ),
+        // Neither accepted: the variant, Accept dropped from the cache key.
         (
             "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             Some("image/png,image/*;q=0.8,*/*;q=0.5"),
@@ -2751,7 +2786,7 @@ fn check_image_files_function_with_node(code: &str) {
         ),
         (
             "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
-            Some("image/webp;q=0, */*"),
+            Some("image/webp;q=0, image/avif, */*"),
             "/img/upload/shop-k3v9x0q2m1za--26.small.jpg",
             None,
         ),
@@ -2765,26 +2800,26 @@ fn check_image_files_function_with_node(code: &str) {
         (
             "/img/upload/shop-k3v9x0q2m1za--1.big.jpg",
             Some(CHROME),
-            "/img/upload/shop-k3v9x0q2m1za--1.big.jpg.webp",
-            Some("image/webp"),
+            "/img/upload/shop-k3v9x0q2m1za--1.big.jpg.avif",
+            Some("image/avif"),
         ),
         (
             "/img/upload/shop-k3v9x0q2m1za--26.large.png",
             Some(CHROME),
-            "/img/upload/shop-k3v9x0q2m1za--26.large.png.webp",
-            Some("image/webp"),
+            "/img/upload/shop-k3v9x0q2m1za--26.large.png.avif",
+            Some("image/avif"),
         ),
         (
             "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg",
-            Some(CHROME),
+            Some(WEBP_ONLY),
             "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp",
             Some("image/webp"),
         ),
         (
             "/img/upload/shop-k3v9x0q2m1za.medium.jpg",
             Some(CHROME),
-            "/img/upload/shop-k3v9x0q2m1za.medium.jpg.webp",
-            Some("image/webp"),
+            "/img/upload/shop-k3v9x0q2m1za.medium.jpg.avif",
+            Some("image/avif"),
         ),
         // No sibling: originals, WebP variants, siblings asked for by name (paths outside
         // the stored-name grammar are refused: junk_never_reaches_the_sibling_function).
@@ -2792,6 +2827,12 @@ fn check_image_files_function_with_node(code: &str) {
             "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp",
             Some(CHROME),
             "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.webp",
+            None,
+        ),
+        (
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.avif",
+            Some(CHROME),
+            "/img/upload/shop-k3v9x0q2m1za--26.medium.jpg.avif",
             None,
         ),
         (
@@ -2807,7 +2848,7 @@ fn check_image_files_function_with_node(code: &str) {
             None,
         ),
     ];
-    // The shared Accept cases (api::siblings::accepts_webp is held to the same list).
+    // The shared Accept cases (api::siblings::chosen_sibling is held to the same list).
     type Case = (String, Option<String>, String, Option<String>);
     let owned = |s: &str| s.to_string();
     let mut cases: Vec<Case> = cases
@@ -2824,9 +2865,12 @@ fn check_image_files_function_with_node(code: &str) {
     let variant = "/img/upload/shop-k3v9x0q2m1za--26.small.jpg";
     for case in image_file_cases()["accept"].as_array().expect("accept") {
         let accept = case[0].as_str().expect("accept");
-        let (to, normalised) = match case[1].as_bool() {
-            Some(true) => (format!("{variant}.webp"), Some(owned("image/webp"))),
-            _ => (owned(variant), None),
+        let (to, normalised) = match case[1].as_str() {
+            Some(format) => (
+                format!("{variant}.{format}"),
+                Some(format!("image/{format}")),
+            ),
+            None => (owned(variant), None),
         };
         cases.push((owned(variant), Some(owned(accept)), to, normalised));
     }
@@ -2868,8 +2912,8 @@ fn check_image_files_function_with_node(code: &str) {
     }
 }
 
-/// `shared/tests/cases/image_files.json`: the Accept and path cases both WebP rules are held
-/// to (the Rust side in `api::siblings`).
+/// `shared/tests/cases/image_files.json`: the Accept and path cases both sides' rules are
+/// held to (the Rust side in `api::siblings`).
 fn image_file_cases() -> serde_json::Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases/image_files.json");
     let text = std::fs::read_to_string(&path).expect("the shared case list");
@@ -2960,7 +3004,7 @@ fn junk_never_reaches_the_sibling_function() {
     let requests: Vec<serde_json::Value> = uris
         .iter()
         .flat_map(|(uri, _)| {
-            [Some("image/webp"), None].map(|accept| {
+            [Some("image/avif,image/webp"), Some("image/webp"), None].map(|accept| {
                 let mut headers = serde_json::json!({"host": {"value": "d111111abcdef8.cloudfront.net"}});
                 if let Some(accept) = accept {
                     headers["accept"] = serde_json::json!({"value": accept});
@@ -2978,8 +3022,8 @@ fn junk_never_reaches_the_sibling_function() {
         return;
     };
     let out = out.as_array().expect("results");
-    assert_eq!(out.len(), uris.len() * 2);
-    for ((uri, kind), answers) in uris.iter().zip(out.chunks(2)) {
+    assert_eq!(out.len(), uris.len() * 3);
+    for ((uri, kind), answers) in uris.iter().zip(out.chunks(3)) {
         for got in answers {
             let refused = got["statusCode"].as_u64() == Some(404);
             assert_eq!(refused, kind.is_none(), "{uri:.80}: refused at the edge");
@@ -2988,7 +3032,7 @@ fn junk_never_reaches_the_sibling_function() {
             if reaches {
                 assert_eq!(kind.as_deref(), Some("variant"), "{uri}");
                 assert!(
-                    sent == uri || *sent == format!("{uri}.webp"),
+                    sent == uri || *sent == format!("{uri}.webp") || *sent == format!("{uri}.avif"),
                     "{uri} -> {sent}"
                 );
                 let webp_variant = uri.ends_with(".webp");

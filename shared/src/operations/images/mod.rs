@@ -10,6 +10,7 @@ pub mod view;
 use super::{Reply, Services};
 use crate::account::Caller;
 use crate::error::{ApiError, Result};
+use crate::image_record::{may_have_siblings, sibling_path, SiblingFormat};
 use crate::operations::listing::{envelope, Paging};
 
 pub async fn list(
@@ -56,13 +57,18 @@ pub async fn delete(services: &Services, caller: &Caller, id: i64) -> Result<Rep
         .ok_or_else(|| ApiError::NotFound(format!("no image with id {id}")))?;
     match &services.files {
         Some(files) => {
-            // Every variant's WebP sibling too: made at upload or on first request, or never
-            // (removing a missing file is not an error).
+            // Every variant's siblings too, in every format: made at upload or on first
+            // request, or never (removing a missing file is not an error).
             let paths = std::iter::once(image.path.clone()).chain(image.variants().flat_map(
                 |(_, path, _)| {
-                    let sibling = crate::image_record::may_have_webp_sibling(&path)
-                        .then(|| crate::image_record::webp_sibling_path(&path));
-                    std::iter::once(path).chain(sibling)
+                    let formats: &[SiblingFormat] = if may_have_siblings(&path) {
+                        &SiblingFormat::ALL
+                    } else {
+                        &[]
+                    };
+                    let siblings: Vec<String> =
+                        formats.iter().map(|&f| sibling_path(&path, f)).collect();
+                    std::iter::once(path).chain(siblings)
                 },
             ));
             let removals = paths.map(|path| async move {

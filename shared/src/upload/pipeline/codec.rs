@@ -309,7 +309,7 @@ fn encode_webp(pixels: &Pixels) -> Result<Vec<u8>> {
 /// files 1% larger, and method 0 made files larger than the JPEGs.
 const SIBLING_METHOD: i32 = 2;
 
-/// The lossy WebP sibling of a variant (`webp_sibling_path`), alpha kept, at the variants'
+/// The lossy WebP sibling of a variant (`image_record::sibling_path`), alpha kept, at the variants'
 /// quality.
 pub(super) fn encode_webp_sibling(pixels: &Pixels) -> Result<Vec<u8>> {
     encode_lossy_webp(pixels, f32::from(QUALITY), SIBLING_METHOD)
@@ -330,12 +330,12 @@ pub(super) fn encode_lossy_webp(pixels: &Pixels, quality: f32, method: i32) -> R
 }
 
 /// Grey to RGB.
-fn expand_grey(pixels: &Pixels) -> Vec<u8> {
+pub(super) fn expand_grey(pixels: &Pixels) -> Vec<u8> {
     pixels.data.iter().flat_map(|&v| [v, v, v]).collect()
 }
 
 /// Any layout to RGBA.
-fn to_rgba(pixels: &Pixels) -> Vec<u8> {
+pub(super) fn to_rgba(pixels: &Pixels) -> Vec<u8> {
     match pixels.layout {
         Layout::Rgba8 => pixels.data.clone(),
         Layout::Rgb8 => pixels

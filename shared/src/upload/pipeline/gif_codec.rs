@@ -70,6 +70,17 @@ pub(super) fn decode_first_frame(
     })
 }
 
+/// Whether the GIF has more than one frame. Reads the frame headers only: no frame's data
+/// is decompressed.
+pub(super) fn is_animated(bytes: &[u8]) -> Result<bool> {
+    let mut options = gif::DecodeOptions::new();
+    options.allow_unknown_blocks(true);
+    options.skip_frame_decoding(true);
+    let mut decoder = options.read_info(bytes).map_err(refused)?;
+    Ok(decoder.next_frame_info().map_err(refused)?.is_some()
+        && decoder.next_frame_info().map_err(refused)?.is_some())
+}
+
 /// Copies a frame's RGBA rows onto the canvas at its position (the decoder checked that it
 /// fits).
 fn draw(canvas: &mut [u8], width: u32, frame: &gif::Frame<'_>) -> Result<()> {

@@ -16,6 +16,9 @@
 //! All of it is synchronous CPU work: call it from `tokio::task::spawn_blocking`. The
 //! original upload is never modified; the caller stores its own bytes as they came.
 
+mod avif;
+#[cfg(test)]
+mod avif_tests;
 mod codec;
 mod colour;
 pub mod format;
@@ -50,7 +53,7 @@ use anyhow::Context;
 
 use crate::config::ImageLimits;
 use crate::error::{ApiError, Result};
-use crate::image_record::{fit, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
+use crate::image_record::{fit, SiblingFormat, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
 use format::ImageFormat;
 use pixels::Pixels;
 
@@ -74,7 +77,7 @@ pub struct Variant {
     pub width: u32,
     pub height: u32,
     pub bytes: Vec<u8>,
-    /// Its lossy WebP sibling (`image::webp_sibling_path`): for the sizes in
+    /// Its lossy WebP sibling (`image_record::sibling_path`): for the sizes in
     /// [`WEBP_SIBLINGS_AT_UPLOAD`] of an original that is not a WebP.
     pub webp: Option<Vec<u8>>,
 }
@@ -176,14 +179,46 @@ pub fn bench_without_webp_siblings() {
     WEBP_SIBLINGS_OFF.store(true, Ordering::Relaxed);
 }
 
-/// The WebP sibling of a stored variant, from the variant's own bytes (made on first
-/// request, `operations::siblings`): decoded at its size and encoded as the upload encodes
-/// the siblings it makes. A variant is already upright and sRGB, written without metadata,
-/// so nothing else applies; it passes the same header checks as an upload.
-pub fn webp_sibling_of_variant(bytes: &[u8], limits: &ImageLimits) -> Result<Vec<u8>> {
+pub use avif::{encode_avif, AvifSettings, AVIF_MAX_PIXELS};
+
+/// The sibling of a stored variant in `format`, from the variant's own bytes (made on first
+/// request, `operations::siblings`), or `None` when the variant gets no sibling in that
+/// format: an AVIF of a variant over [`AVIF_MAX_PIXELS`] or of an animated GIF (its
+/// frames are kept by the WebP sibling; AVIF's animation is left out). A variant is already
+/// upright and sRGB, written without metadata, so nothing else applies; it passes the same
+/// header checks as an upload.
+pub fn sibling_of_variant(
+    bytes: &[u8],
+    format: SiblingFormat,
+    limits: &ImageLimits,
+) -> Result<Option<Vec<u8>>> {
+    match format {
+        SiblingFormat::Webp => webp_sibling_of_variant(bytes, limits).map(Some),
+        SiblingFormat::Avif => avif_sibling_of_variant(bytes, limits),
+    }
+}
+
+/// The WebP sibling of a stored variant: decoded at its size and encoded as the upload
+/// encodes the siblings it makes.
+fn webp_sibling_of_variant(bytes: &[u8], limits: &ImageLimits) -> Result<Vec<u8>> {
     let (header, info) = inspect_header(bytes, limits)?;
     let pixels = codec::decode(bytes, &header, limits, (info.width, info.height))?;
     codec::encode_webp_sibling(&pixels)
+}
+
+/// The AVIF sibling of a stored variant, when it is within the bound and not animated: the
+/// header and the GIF's frame headers are read first, so a variant that gets none is
+/// neither decoded nor encoded.
+fn avif_sibling_of_variant(bytes: &[u8], limits: &ImageLimits) -> Result<Option<Vec<u8>>> {
+    let (header, info) = inspect_header(bytes, limits)?;
+    let pixels = u64::from(info.width) * u64::from(info.height);
+    if pixels > AVIF_MAX_PIXELS
+        || (info.format == ImageFormat::Gif && gif_codec::is_animated(bytes)?)
+    {
+        return Ok(None);
+    }
+    let pixels = codec::decode(bytes, &header, limits, (info.width, info.height))?;
+    avif::encode_avif_sibling(&pixels).map(Some)
 }
 
 /// The whole pipeline on an upload held in memory.
