@@ -10,9 +10,9 @@ JPEG's:
     around the JPEG's score; "not reached" when even the top rung scores below it;
   - the chosen quality: per format and size, the lowest rung at which at least half the
     images score at or above their JPEG, with its bytes against the JPEG's.
-Prints both tables (Markdown) and writes results.json beside the manifest.
+Prints both tables (Markdown) and writes results.json beside the first manifest.
 
-    python scripts/fidelity.py MANIFEST [--jobs N]
+    python scripts/fidelity.py MANIFEST... [--jobs N]
 """
 
 import argparse
@@ -91,11 +91,13 @@ def score_one(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("manifest")
+    parser.add_argument("manifests", nargs="+", help="one or more manifests, read as one")
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     args = parser.parse_args()
-    with open(args.manifest) as f:
-        manifest = json.load(f)
+    manifest = []
+    for path in args.manifests:
+        with open(path) as f:
+            manifest += json.load(f)
     if not manifest:
         raise SystemExit("fidelity: the manifest lists no image and size")
     by_key = {(e["image"], e["size"]): e for e in manifest}
@@ -177,7 +179,7 @@ def main():
             chosen[f"{fmt}/{size}"] = q
             print(f"| {fmt} | {size} | {q:g} | {statistics.median(d for d, _ in at):+.1f} | "
                   f"{fmt_ratio(statistics.median(b for _, b in at))} |")
-    out = os.path.join(os.path.dirname(os.path.abspath(args.manifest)), "results.json")
+    out = os.path.join(os.path.dirname(os.path.abspath(args.manifests[0])), "results.json")
     with open(out, "w") as f:
         json.dump({"results": results, "chosen": chosen}, f, indent=1)
     print(f"\nresults: {out}")

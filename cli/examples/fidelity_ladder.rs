@@ -3,10 +3,11 @@
 //! variant's pixels as the pipeline makes them (`ref.png`, lossless), the JPEG variant as an
 //! upload encodes it (`jpeg.jpg`), the WebP sibling as it was made before this measurement
 //! (`today-webp.webp`: from the JPEG variant's bytes, at quality 85), and a ladder of each sibling format's encodings made with
-//! the pipeline's own encoders (`webp-q<Q>.webp`), each listed in `manifest.json` with its
+//! the pipeline's own encoders (`webp-q<Q>.webp`, `avif-q<Q>.avif`), each listed in `manifest.json` with its
 //! bytes and encode time.
 //!
-//!   fidelity_ladder --out DIR [--webp-qualities 70,75,...] [--webp-method 2] IMAGE...
+//!   fidelity_ladder --out DIR [--webp-qualities 70,75,...] [--webp-method 2]
+//!       [--avif-qualities 50,60,...] [--avif-speed 9] IMAGE...
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -15,9 +16,10 @@ use anyhow::Context;
 use clap::Parser;
 use serde_json::{json, Value};
 use sitehost::config::ImageLimits;
+use sitehost::image_record::SiblingFormat;
 use sitehost::image_record::VARIANTS;
 use sitehost::upload::pipeline::measure::Reference;
-use sitehost::upload::pipeline::webp_sibling_of_variant;
+use sitehost::upload::pipeline::{sibling_of_variant, AVIF_MAX_PIXELS};
 
 #[derive(Parser)]
 struct Cli {
@@ -25,11 +27,17 @@ struct Cli {
     #[arg(long)]
     out: PathBuf,
     /// libwebp qualities of the WebP ladder.
-    #[arg(long, value_delimiter = ',', default_values_t = [60.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0, 100.0])]
+    #[arg(long, value_delimiter = ',', default_values_t = [70.0, 75.0, 80.0, 85.0, 90.0, 95.0, 100.0])]
     webp_qualities: Vec<f32>,
     /// libwebp's method (0 fastest .. 6 smallest).
     #[arg(long, default_value_t = 2)]
     webp_method: i32,
+    /// ravif qualities of the AVIF ladder (none: no AVIF).
+    #[arg(long, value_delimiter = ',', default_values_t = [50.0, 60.0, 70.0, 80.0, 90.0])]
+    avif_qualities: Vec<f32>,
+    /// rav1e's speed (1 slowest .. 10 fastest).
+    #[arg(long, default_value_t = sitehost::upload::pipeline::AvifSettings::SIBLINGS.speed)]
+    avif_speed: u8,
     images: Vec<PathBuf>,
 }
 
@@ -71,11 +79,23 @@ fn main() -> anyhow::Result<()> {
             // The WebP sibling as made before the fidelity measurement: from the JPEG
             // variant's bytes, at quality 85.
             write("today-webp.webp".into(), None, &|| {
-                webp_sibling_of_variant(&jpeg, &ImageLimits::default())
+                sibling_of_variant(&jpeg, SiblingFormat::Webp, &ImageLimits::default())?
+                    .ok_or_else(|| sitehost::error::ApiError::internal("no WebP sibling"))
             })?;
             for &q in &cli.webp_qualities {
                 write(format!("webp-q{q}.webp"), Some(q), &|| {
                     reference.webp(q, cli.webp_method)
+                })?;
+            }
+            // Variants over the AVIF bound get no AVIF sibling: none to measure.
+            let avif_qualities = if u64::from(dims.0) * u64::from(dims.1) <= AVIF_MAX_PIXELS {
+                cli.avif_qualities.as_slice()
+            } else {
+                &[]
+            };
+            for &q in avif_qualities {
+                write(format!("avif-q{q}.avif"), Some(q), &|| {
+                    reference.avif(q, cli.avif_speed)
                 })?;
             }
             manifest.push(json!({

@@ -36,6 +36,11 @@ pub const AVIF_MAX_PIXELS: u64 = 1_048_576;
 /// The AVIF sibling of a variant, alpha kept (grey is expanded to RGB), at the settings
 /// above.
 pub(super) fn encode_avif_sibling(pixels: &Pixels) -> Result<Vec<u8>> {
+    encode_avif_pixels(pixels, AvifSettings::SIBLINGS)
+}
+
+/// The pixels as AVIF at `settings`, alpha kept, grey expanded to RGB.
+pub(super) fn encode_avif_pixels(pixels: &Pixels, settings: AvifSettings) -> Result<Vec<u8>> {
     let (data, channels) = match pixels.layout {
         Layout::Rgb8 => (pixels.data.as_slice().into(), 3),
         Layout::Rgba8 => (pixels.data.as_slice().into(), 4),
@@ -43,13 +48,7 @@ pub(super) fn encode_avif_sibling(pixels: &Pixels) -> Result<Vec<u8>> {
         Layout::La8 => (super::codec::to_rgba(pixels).into(), 4),
     };
     let data: std::borrow::Cow<'_, [u8]> = data;
-    encode_avif(
-        &data,
-        pixels.width,
-        pixels.height,
-        channels,
-        AvifSettings::SIBLINGS,
-    )
+    encode_avif(&data, pixels.width, pixels.height, channels, settings)
 }
 
 /// What an AVIF encode is asked for: [`AvifSettings::SIBLINGS`] is what the siblings use.

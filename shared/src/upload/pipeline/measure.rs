@@ -3,6 +3,7 @@
 //! them, before any encoding (the reference every encoding is scored against), and each
 //! format's encoder at a setting of the caller's.
 
+use super::avif::{encode_avif_pixels, AvifSettings};
 use super::codec;
 use super::format::ImageFormat;
 use super::one_variant::variant_pixels;
@@ -46,5 +47,16 @@ impl Reference {
             )));
         }
         codec::encode_lossy_webp(&self.0, quality, method)
+    }
+
+    /// AVIF as the siblings' encoder makes it (alpha at the siblings' alpha quality, one
+    /// thread), at `quality` and `speed`.
+    pub fn avif(&self, quality: f32, speed: u8) -> Result<Vec<u8>> {
+        let settings = AvifSettings {
+            quality,
+            speed,
+            ..AvifSettings::SIBLINGS
+        };
+        encode_avif_pixels(&self.0, settings)
     }
 }
