@@ -12,14 +12,36 @@ pub struct ImageLimits {
     pub max_pixels: u64,
     /// Most pixels along either side.
     pub max_side: u32,
+    /// Most frames an animated GIF or WebP may have ([`MAX_FRAMES`]).
+    pub max_frames: u32,
+    /// Most pixels an animation may have in all its frames together: its canvas (width x
+    /// height) times its frame count ([`MAX_ANIMATION_PIXELS`]).
+    pub max_animation_pixels: u64,
 }
 
+/// Most frames of an animation. Each frame costs a fixed overhead in every variant and
+/// sibling encoder (a palette, a frame header, libwebp's per-frame analysis) however few
+/// pixels it has, so a file of many tiny frames is bounded here rather than by its
+/// pixels (docs/budgets.md). Real animations have tens to a few hundred frames; image
+/// services cut them at 100 to 500.
+pub const MAX_FRAMES: u32 = 1_000;
+
+/// Most pixels of an animation, every frame counted at its canvas's size: each frame is
+/// composited on the whole canvas, resized and encoded, so the work of an upload and of its
+/// siblings grows with canvas x frames. Measured release, x86_64 (docs/budgets.md): an
+/// animation at this bound takes about as long to process as ten 50 MP photos and never
+/// holds more than a few frames in memory.
+pub const MAX_ANIMATION_PIXELS: u64 = 100_000_000;
+
 impl Default for ImageLimits {
-    /// 50 megapixels and 16,384 pixels a side.
+    /// 50 megapixels and 16,384 pixels a side; animations [`MAX_FRAMES`] frames and
+    /// [`MAX_ANIMATION_PIXELS`] pixels in all.
     fn default() -> Self {
         ImageLimits {
             max_pixels: 50_000_000,
             max_side: 16_384,
+            max_frames: MAX_FRAMES,
+            max_animation_pixels: MAX_ANIMATION_PIXELS,
         }
     }
 }
@@ -283,6 +305,9 @@ impl ImageLimits {
         Ok(ImageLimits {
             max_pixels: parse_number("SITEHOST_MAX_PIXELS", defaults.max_pixels)?,
             max_side: parse_number("SITEHOST_MAX_SIDE", defaults.max_side)?,
+            // Fixed, like the JPEG scan and segment limits: they bound the work per pixel
+            // budget, which SITEHOST_MAX_PIXELS sets.
+            ..defaults
         })
     }
 }
