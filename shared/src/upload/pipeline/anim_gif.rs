@@ -6,19 +6,12 @@
 //! it: each frame is held until the next one is known, to choose its disposal.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use super::animation::Plays;
 use super::pixels::{Layout, Pixels};
+use super::quantise::quantise;
 use crate::error::{ApiError, Result};
-
-/// NeuQuant's sampling factor (1 best .. 30 fastest), as the still GIF variants use.
-const SAMPLE_FACTOR: i32 = 10;
-
-/// The most pixels NeuQuant learns a frame's palette from: a larger frame is sampled
-/// evenly. Learning visits every 10th pixel given and compares it with each of the 255
-/// colours; past about 250,000 pixels more samples changed no palette visibly but cost
-/// time in proportion (docs/image-pipeline-bench.md, animations).
-const MAX_LEARNING_PIXELS: usize = 262_144;
 
 /// A rectangle of the canvas: left, top, right and bottom (exclusive), in pixels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +39,8 @@ struct Pending {
     canvas: Vec<u8>,
     rect: Rect,
     delay_cs: u16,
+    /// The colours of the source frame it was resized from, if at most 256.
+    source_colours: Option<Arc<[u8]>>,
 }
 
 pub(super) struct GifWriter {
@@ -83,7 +78,14 @@ impl GifWriter {
         })
     }
 
-    pub fn add(&mut self, frame: &Pixels, delay_ms: u32) -> Result<()> {
+    /// Adds a frame (the whole canvas) shown for `delay_ms`, resized from a source frame
+    /// of `source_colours` (at most 256, if known).
+    pub fn add(
+        &mut self,
+        frame: &Pixels,
+        delay_ms: u32,
+        source_colours: Option<Arc<[u8]>>,
+    ) -> Result<()> {
         if (frame.width as usize, frame.height as usize) != (self.width, self.height) {
             return Err(ApiError::internal("a frame of another size"));
         }
@@ -119,6 +121,7 @@ impl GifWriter {
             canvas,
             rect,
             delay_cs: u16::try_from((delay_ms + 5) / 10).unwrap_or(u16::MAX),
+            source_colours,
         });
         Ok(())
     }
@@ -189,7 +192,7 @@ impl GifWriter {
             }
         }
         let transparent = drawn.iter().any(|&d| !d);
-        let (mut palette, indices) = quantise(&colours);
+        let (mut palette, indices) = quantise(&colours, pending.source_colours.as_deref());
         let mut indices = indices.into_iter();
         let transparent_index = palette.len() / 3;
         let buffer: Vec<u8> = drawn
@@ -241,76 +244,4 @@ fn one_bit_alpha(frame: &Pixels) -> Vec<u8> {
             [r, g, b, _] => [r, g, b, 255],
         })
         .collect()
-}
-
-/// A palette of at most 255 colours for the opaque RGBA `colours` (index 255 stays free
-/// for transparency), and each colour's index: exact when there are that few colours,
-/// else NeuQuant's.
-fn quantise(colours: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    if let Some(exact) = exact_palette(colours) {
-        return exact;
-    }
-    let pixels = colours.len() / 4;
-    let learn: Cow<'_, [u8]> = if pixels > MAX_LEARNING_PIXELS {
-        let step = pixels.div_ceil(MAX_LEARNING_PIXELS);
-        colours
-            .chunks_exact(4)
-            .step_by(step)
-            .flatten()
-            .copied()
-            .collect::<Vec<u8>>()
-            .into()
-    } else {
-        colours.into()
-    };
-    let quant = color_quant::NeuQuant::new(SAMPLE_FACTOR, 255, &learn);
-    // Neighbouring colours (the low two bits of each channel dropped) share their index,
-    // found once: resized frames repeat colours within a few levels of each other.
-    let mut cache = vec![u8::MAX; 1 << 18];
-    let mut known = vec![false; 1 << 18];
-    let indices = colours
-        .chunks_exact(4)
-        .map(|p| {
-            let key = (usize::from(p[0] >> 2) << 12)
-                | (usize::from(p[1] >> 2) << 6)
-                | usize::from(p[2] >> 2);
-            if !known[key] {
-                known[key] = true;
-                cache[key] = quant.index_of(p) as u8;
-            }
-            cache[key]
-        })
-        .collect();
-    (quant.color_map_rgb(), indices)
-}
-
-/// The exact palette and indices, if the colours number at most 255.
-fn exact_palette(colours: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
-    // Open addressing over 1024 slots (at most 255 used): key RGB + 1, 0 empty.
-    let mut keys = [0u32; 1024];
-    let mut slots = [0u8; 1024];
-    let mut palette = Vec::new();
-    let mut indices = Vec::with_capacity(colours.len() / 4);
-    for p in colours.chunks_exact(4) {
-        let key = (u32::from(p[0]) << 16 | u32::from(p[1]) << 8 | u32::from(p[2])) + 1;
-        let mut at = (key.wrapping_mul(0x9E37_79B1) >> 22) as usize;
-        loop {
-            if keys[at] == key {
-                indices.push(slots[at]);
-                break;
-            }
-            if keys[at] == 0 {
-                if palette.len() / 3 == 255 {
-                    return None;
-                }
-                keys[at] = key;
-                slots[at] = (palette.len() / 3) as u8;
-                palette.extend_from_slice(&p[..3]);
-                indices.push(slots[at]);
-                break;
-            }
-            at = (at + 1) % keys.len();
-        }
-    }
-    Some((palette, indices))
 }

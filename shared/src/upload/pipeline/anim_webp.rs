@@ -56,6 +56,7 @@ pub(super) fn frames<'a>(
                     data: image.into_raw(),
                 },
                 delay_ms: numer / denom.max(1),
+                colours: None,
             })
         });
     Ok(Animation::new(width, height, plays, Box::new(frames)))

@@ -41,6 +41,9 @@ pub(super) enum Plays {
 pub(super) struct CanvasFrame {
     pub pixels: Pixels,
     pub delay_ms: u32,
+    /// The canvas's colours (RGB triples), if a GIF's and at most 256: the palette its
+    /// resized frames are mapped to (quantise.rs).
+    pub colours: Option<Arc<[u8]>>,
 }
 
 /// An animation being read, one composited frame at a time.
@@ -98,10 +101,10 @@ impl Encoder {
         })
     }
 
-    fn add(&mut self, frame: &Pixels, delay_ms: u32) -> Result<()> {
+    fn add(&mut self, (frame, delay_ms, colours): Sent) -> Result<()> {
         match self {
-            Encoder::Gif(gif) => gif.add(frame, delay_ms),
-            Encoder::WebP(webp) => webp.add(frame, delay_ms),
+            Encoder::Gif(gif) => gif.add(&frame, delay_ms, colours),
+            Encoder::WebP(webp) => webp.add(&frame, delay_ms),
         }
     }
 
@@ -113,7 +116,8 @@ impl Encoder {
     }
 }
 
-type Sent = (Arc<Pixels>, u32);
+/// A frame at one size, its delay and its source's colours.
+type Sent = (Arc<Pixels>, u32, Option<Arc<[u8]>>);
 
 /// One encoder's thread: every frame it is sent, then the file, unless `abort` was set
 /// (the frames stopped early: what it made is not wanted).
@@ -125,8 +129,8 @@ fn encode_frames(
     abort: &AtomicBool,
 ) -> Result<Vec<u8>> {
     let mut encoder = Encoder::new(format, size, plays)?;
-    for (frame, delay_ms) in frames {
-        encoder.add(&frame, delay_ms)?;
+    for frame in frames {
+        encoder.add(frame)?;
     }
     if abort.load(Ordering::Relaxed) {
         return Err(ApiError::internal("the animation stopped before its end"));
@@ -167,7 +171,7 @@ pub(super) fn process(
                     return Ok(());
                 };
                 frame_decode += decoding.elapsed();
-                let delay = frame.delay_ms;
+                let (delay, colours) = (frame.delay_ms, frame.colours);
                 let mut sized: Vec<Option<Arc<Pixels>>> = vec![None; distinct.len()];
                 resize::cascade(frame.pixels, &distinct, |index, image| {
                     sized[index] = Some(image);
@@ -192,7 +196,7 @@ pub(super) fn process(
                         }
                     }
                     for send in senders[index].iter().flatten() {
-                        send.send((Arc::clone(&upright), delay))
+                        send.send((Arc::clone(&upright), delay, colours.clone()))
                             // Its encoder failed: its error is reported when it is joined.
                             .map_err(|_| ApiError::internal("an encoder stopped"))?;
                     }

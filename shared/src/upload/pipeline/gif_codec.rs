@@ -5,11 +5,13 @@
 //! them ([`frames`]).
 
 use std::num::{NonZeroU32, NonZeroU64};
+use std::sync::Arc;
 
 use super::animation::{Animation, CanvasFrame, Plays};
 use super::codec::decode_budget;
 use super::format::ImageFormat;
 use super::pixels::{Layout, Pixels};
+use super::quantise::colours_of;
 use super::refusal::{bad_upload, unreadable_image_data, Unreadable};
 use super::sniff::Header;
 use crate::config::ImageLimits;
@@ -232,6 +234,7 @@ impl GifFrames<'_> {
                 data: self.canvas.clone(),
             },
             delay_ms: u32::from(delay) * 10,
+            colours: colours_of(&self.canvas, 256).map(Arc::from),
         }))
     }
 }

@@ -90,3 +90,39 @@ pub fn gif_bomb(width: u16, height: u16, frames: usize) -> Vec<u8> {
     bytes.push(0x3B);
     bytes
 }
+
+/// A legitimate worst case: `frames` frames of `width`x`height` in which every pixel
+/// changes (a colour gradient that moves, with fine noise, as in a video clip turned into
+/// a GIF), each quantised to its own palette by the gif crate.
+pub fn gif_video(width: u16, height: u16, frames: u16) -> Vec<u8> {
+    let (w, h) = (u32::from(width), u32::from(height));
+    let mut out = Vec::new();
+    {
+        let mut encoder = gif::Encoder::new(&mut out, width, height, &[]).expect("gif encoder");
+        encoder
+            .set_repeat(gif::Repeat::Infinite)
+            .expect("loop count");
+        let mut noise = 0x2545_F491u32;
+        for f in 0..u32::from(frames) {
+            let mut rgba = Vec::with_capacity((w * h * 4) as usize);
+            for y in 0..h {
+                for x in 0..w {
+                    noise ^= noise << 13;
+                    noise ^= noise >> 17;
+                    noise ^= noise << 5;
+                    let grain = (noise % 16) as u32;
+                    rgba.extend([
+                        ((x + 7 * f) * 255 / w.max(1) % 256 + grain).min(255) as u8,
+                        ((y + 5 * f) * 255 / h.max(1) % 256 + grain).min(255) as u8,
+                        ((x + y + 11 * f) % 256) as u8,
+                        255,
+                    ]);
+                }
+            }
+            let mut frame = gif::Frame::from_rgba_speed(width, height, &mut rgba, 30);
+            frame.delay = 4;
+            encoder.write_frame(&frame).expect("gif frame");
+        }
+    }
+    out
+}

@@ -35,6 +35,7 @@ mod libjpeg;
 mod pixels;
 #[cfg(test)]
 mod proptests;
+mod quantise;
 mod refusal;
 mod repair;
 mod resize;
