@@ -72,14 +72,14 @@ fn make(dir: &Path) -> std::io::Result<()> {
             "webp-animation-frame-1x1-vp8-16383x16383.webp",
             hostile::webp_animation((1, 1), (1, 1), 16383, 16383),
         ),
-        // An animation at the frame-pixel limit (100 frames of 1000x1000, every pixel
+        // An animation at the frame-pixel limit (50 frames of 1000x1000, every pixel
         // changing each frame): the legitimate worst case the GIF bombs compare with.
         (
-            "legit-anim-1000x1000-100-frames.gif",
-            hostile_gif::gif_video(1000, 1000, 100),
+            "legit-anim-1000x1000-50-frames.gif",
+            hostile_gif::gif_video(1000, 1000, 50),
         ),
         // GIF bombs: a 48 MP screen under 5,000 one-pixel frames (145 KB), the same
-        // screen with 1,000 frames, and 25 MiB of one-pixel frames.
+        // screen with 1,000 frames, and 25 MiB of one-pixel frames (the fetch limit).
         (
             "gif-bomb-8000x6000-5000-frames.gif",
             hostile_gif::gif_bomb(8000, 6000, 5_000),
@@ -89,8 +89,8 @@ fn make(dir: &Path) -> std::io::Result<()> {
             hostile_gif::gif_bomb(8000, 6000, 1_000),
         ),
         (
-            "gif-bomb-1x1-1300000-frames-25mib.gif",
-            hostile_gif::gif_bomb(1, 1, 1_300_000),
+            "gif-bomb-1x1-900000-frames-25mib.gif",
+            hostile_gif::gif_bomb(1, 1, 900_000),
         ),
         // An iCCP profile inflating to 390 MB in a 1x1 PNG, a 16-bit RGBA 50 MP PNG, and
         // both at once.

@@ -27,11 +27,18 @@ pub struct ImageLimits {
 pub const MAX_FRAMES: u32 = 1_000;
 
 /// Most pixels of an animation, every frame counted at its canvas's size: each frame is
-/// composited on the whole canvas, resized and encoded, so the work of an upload and of its
-/// siblings grows with canvas x frames. Measured release, x86_64 (docs/budgets.md): an
-/// animation at this bound takes about as long to process as ten 50 MP photos and never
-/// holds more than a few frames in memory.
-pub const MAX_ANIMATION_PIXELS: u64 = 100_000_000;
+/// composited on the whole canvas, resized and encoded at every variant size, so the work
+/// of an upload grows with canvas x frames. As many as a still image may have
+/// (`max_pixels`' default); an animation costs about 0.1 s of CPU per megapixel of frames
+/// (release, x86_64: docs/budgets.md), a still image a few milliseconds.
+pub const MAX_ANIMATION_PIXELS: u64 = 50_000_000;
+
+/// Most pixels, in all its frames, of an animated variant whose WebP sibling is made on
+/// its first request (`image-sibling`, one vCPU, 10 s timeout): libwebp's animation
+/// encoder takes about 0.1 s per megapixel of frames on one core (docs/budgets.md), so
+/// this keeps the first request within a few seconds. A larger animated variant is served
+/// in its own format (GIF) to every viewer.
+pub const MAX_ANIMATED_SIBLING_PIXELS: u64 = 25_000_000;
 
 impl Default for ImageLimits {
     /// 50 megapixels and 16,384 pixels a side; animations [`MAX_FRAMES`] frames and

@@ -26,7 +26,7 @@ use super::{
     assemble, colour, gif_codec, resize, upright_in_srgb, variant_sizes, wants_siblings, ImageInfo,
     Processed, Timings,
 };
-use crate::config::ImageLimits;
+use crate::config::{ImageLimits, MAX_ANIMATED_SIBLING_PIXELS};
 use crate::error::{ApiError, Result};
 
 /// How many times an animation plays, as browsers read each format: a GIF's loop count is
@@ -238,8 +238,23 @@ pub(super) fn process(
 }
 
 /// The animated WebP sibling of a stored animated GIF variant (made on first request):
-/// its frames as browsers show them, at its size, with its delays and loop count.
+/// its frames as browsers show them, at its size, with its delays and loop count. Not made
+/// for a variant of more than [`MAX_ANIMATED_SIBLING_PIXELS`] in all its frames: refused
+/// from its header, before any frame is decoded.
 pub(super) fn webp_sibling(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Vec<u8>> {
+    let pixels = u64::from(header.width) * u64::from(header.height) * u64::from(header.frames);
+    if pixels > MAX_ANIMATED_SIBLING_PIXELS {
+        return Err(ApiError::TooLarge(format!(
+            "the animated variant is {}x{} pixels with {} frames ({:.1} megapixels in all its \
+             frames): WebP siblings are made for at most {} megapixels in all frames; it is \
+             served as it is",
+            header.width,
+            header.height,
+            header.frames,
+            pixels as f64 / 1e6,
+            MAX_ANIMATED_SIBLING_PIXELS as f64 / 1e6
+        )));
+    }
     let animation = open(bytes, header, limits)?;
     let mut webp = AnimWebp::new(animation.width, animation.height, animation.plays)?;
     for frame in animation {

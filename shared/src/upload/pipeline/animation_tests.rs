@@ -138,6 +138,23 @@ fn animated_gif_variants_are_animated_gifs_with_their_frames_delays_and_loop_cou
 }
 
 #[test]
+fn no_sibling_is_made_on_first_request_for_a_variant_of_too_many_pixels() {
+    // 1000x1000 with 26 frames: 26 megapixels in all, refused from the header.
+    let variant = hostile::gif_bomb(1000, 1000, 26);
+    let start = Instant::now();
+    let err = webp_sibling_of_variant(&variant, &ImageLimits::default()).expect_err("too large");
+    assert!(start.elapsed() < Duration::from_millis(50));
+    assert_eq!(err.status(), 413);
+    assert!(
+        err.to_string()
+            .contains("at most 25 megapixels in all frames"),
+        "{err}"
+    );
+    let made = webp_sibling_of_variant(&hostile::gif_bomb(1000, 1000, 25), &ImageLimits::default());
+    assert!(made.is_ok(), "25 megapixels: made");
+}
+
+#[test]
 fn the_sibling_made_on_first_request_is_an_animated_webp() {
     let bytes = hostile::gif_animation(
         300,
@@ -392,19 +409,19 @@ fn animations_over_the_frame_limits_are_refused_with_a_413() {
         err.to_string().contains("the animation has more than 1000 frames; at most 1000 frames are accepted: give it fewer frames"),
         "{err}"
     );
-    // 1000x1000 with 101 frames: 101 megapixels in all.
-    let err = process(&hostile::gif_bomb(1000, 1000, 101), &limits).expect_err("too many pixels");
+    // 1000x1000 with 51 frames: 51 megapixels in all.
+    let err = process(&hostile::gif_bomb(1000, 1000, 51), &limits).expect_err("too many pixels");
     assert_eq!(err.status(), 413);
     assert!(
         err.to_string().contains(
-            "the animation is 1000x1000 pixels with 101 frames (101.0 megapixels in all its \
-             frames); at most 100 megapixels in all frames are accepted: make it smaller or \
+            "the animation is 1000x1000 pixels with 51 frames (51.0 megapixels in all its \
+             frames); at most 50 megapixels in all frames are accepted: make it smaller or \
              give it fewer frames"
         ),
         "{err}"
     );
     // At the limit: accepted by the checks.
-    let info = inspect(&hostile::gif_bomb(1000, 1000, 100), &limits).expect("at the limit");
+    let info = inspect(&hostile::gif_bomb(1000, 1000, 50), &limits).expect("at the limit");
     assert_eq!((info.width, info.height), (1000, 1000));
     // A WebP's frames are counted the same way.
     let config = webp::WebPConfig::new().expect("config");
@@ -452,7 +469,7 @@ fn a_gif_bomb_is_refused_before_any_frame_is_decoded() {
         "{err}"
     );
     // 25 MiB of one-pixel frames (the fetch limit): the walk stops at the limit.
-    let bomb = hostile::gif_bomb(1, 1, 1_300_000);
+    let bomb = hostile::gif_bomb(1, 1, 900_000);
     assert!(bomb.len() > 25_000_000);
     let start = Instant::now();
     let err = process(&bomb, &ImageLimits::default()).expect_err("a bomb");

@@ -62,9 +62,9 @@ pub fn gif_animation(width: u16, height: u16, repeat: gif::Repeat, frames: &[Gif
 }
 
 /// A GIF bomb: a `width`x`height` logical screen and `frames` frames of one pixel each
-/// (about 20 bytes apiece: a graphic control extension, an image descriptor and a few
-/// bytes of LZW data). A decoder that draws each frame on the whole screen does width x
-/// height work per frame, however small the file.
+/// (29 bytes apiece: a graphic control extension, an image descriptor, a colour table
+/// and a few bytes of LZW data). A decoder that draws each frame on the whole screen does
+/// width x height work per frame, however small the file.
 pub fn gif_bomb(width: u16, height: u16, frames: usize) -> Vec<u8> {
     let one = gif_animation(
         1,
