@@ -1,5 +1,6 @@
 //! Hostile-image benchmark: what each hostile file costs the upload pipeline, next to
-//! legitimate 50-megapixel images (a JPEG photo and an 8-bit RGBA PNG). `scripts/bench-hostile` runs it (see
+//! legitimate 50-megapixel images (a JPEG photo and an 8-bit RGBA PNG) and an animation
+//! at the frame-pixel limit. `scripts/bench-hostile` runs it (see
 //! docs/image-pipeline-bench.md):
 //!
 //!   bench_hostile make DIR     # writes the files into DIR
@@ -10,6 +11,8 @@
 
 #[path = "../src/upload/pipeline/hostile.rs"]
 mod hostile;
+#[path = "../src/upload/pipeline/hostile_gif.rs"]
+mod hostile_gif;
 
 use std::path::Path;
 use std::time::Instant;
@@ -68,6 +71,26 @@ fn make(dir: &Path) -> std::io::Result<()> {
         (
             "webp-animation-frame-1x1-vp8-16383x16383.webp",
             hostile::webp_animation((1, 1), (1, 1), 16383, 16383),
+        ),
+        // An animation at the frame-pixel limit (50 frames of 1000x1000, every pixel
+        // changing each frame): the legitimate worst case the GIF bombs compare with.
+        (
+            "legit-anim-1000x1000-50-frames.gif",
+            hostile_gif::gif_video(1000, 1000, 50),
+        ),
+        // GIF bombs: a 48 MP screen under 5,000 one-pixel frames (145 KB), the same
+        // screen with 1,000 frames, and 25 MiB of one-pixel frames (the fetch limit).
+        (
+            "gif-bomb-8000x6000-5000-frames.gif",
+            hostile_gif::gif_bomb(8000, 6000, 5_000),
+        ),
+        (
+            "gif-bomb-8000x6000-1000-frames.gif",
+            hostile_gif::gif_bomb(8000, 6000, 1_000),
+        ),
+        (
+            "gif-bomb-1x1-900000-frames-25mib.gif",
+            hostile_gif::gif_bomb(1, 1, 900_000),
         ),
         // An iCCP profile inflating to 390 MB in a 1x1 PNG, a 16-bit RGBA 50 MP PNG, and
         // both at once.

@@ -12,14 +12,43 @@ pub struct ImageLimits {
     pub max_pixels: u64,
     /// Most pixels along either side.
     pub max_side: u32,
+    /// Most frames an animated GIF or WebP may have ([`MAX_FRAMES`]).
+    pub max_frames: u32,
+    /// Most pixels an animation may have in all its frames together: its canvas (width x
+    /// height) times its frame count ([`MAX_ANIMATION_PIXELS`]).
+    pub max_animation_pixels: u64,
 }
 
+/// Most frames of an animation. Each frame costs a fixed overhead in every variant and
+/// sibling encoder (a palette, a frame header, libwebp's per-frame analysis) however few
+/// pixels it has, so a file of many tiny frames is bounded here rather than by its
+/// pixels (docs/budgets.md). Real animations have tens to a few hundred frames; image
+/// services cut them at 100 to 500.
+pub const MAX_FRAMES: u32 = 1_000;
+
+/// Most pixels of an animation, every frame counted at its canvas's size: each frame is
+/// composited on the whole canvas, resized and encoded at every variant size, so the work
+/// of an upload grows with canvas x frames. As many as a still image may have
+/// (`max_pixels`' default); an animation costs about 0.1 s of CPU per megapixel of frames
+/// (release, x86_64: docs/budgets.md), a still image a few milliseconds.
+pub const MAX_ANIMATION_PIXELS: u64 = 50_000_000;
+
+/// Most pixels, in all its frames, of an animated variant whose WebP sibling is made on
+/// its first request (`image-sibling`, one vCPU, 10 s timeout): libwebp's animation
+/// encoder takes about 0.1 s per megapixel of frames on one core (docs/budgets.md), so
+/// this keeps the first request within a few seconds. A larger animated variant is served
+/// in its own format (GIF) to every viewer.
+pub const MAX_ANIMATED_SIBLING_PIXELS: u64 = 25_000_000;
+
 impl Default for ImageLimits {
-    /// 50 megapixels and 16,384 pixels a side.
+    /// 50 megapixels and 16,384 pixels a side; animations [`MAX_FRAMES`] frames and
+    /// [`MAX_ANIMATION_PIXELS`] pixels in all.
     fn default() -> Self {
         ImageLimits {
             max_pixels: 50_000_000,
             max_side: 16_384,
+            max_frames: MAX_FRAMES,
+            max_animation_pixels: MAX_ANIMATION_PIXELS,
         }
     }
 }
@@ -283,6 +312,9 @@ impl ImageLimits {
         Ok(ImageLimits {
             max_pixels: parse_number("SITEHOST_MAX_PIXELS", defaults.max_pixels)?,
             max_side: parse_number("SITEHOST_MAX_SIDE", defaults.max_side)?,
+            // Fixed, like the JPEG scan and segment limits: they bound the work per pixel
+            // budget, which SITEHOST_MAX_PIXELS sets.
+            ..defaults
         })
     }
 }

@@ -12,7 +12,8 @@ mod sizes;
 // The submodules are private: these are the one path of their items, `config::X`.
 pub use limits::{
     FetchConfig, ImageLimits, RequestBudgets, ServerLimits, DEFAULT_REQUESTS_PER_MINUTE,
-    DEFAULT_UPLOADS_PER_MINUTE, STORED_BYTES_PER_REQUEST,
+    DEFAULT_UPLOADS_PER_MINUTE, MAX_ANIMATED_SIBLING_PIXELS, MAX_ANIMATION_PIXELS, MAX_FRAMES,
+    STORED_BYTES_PER_REQUEST,
 };
 pub use log_settings::{LogSettings, DEFAULT_METRICS_NAMESPACE, METRICS_NAMESPACE_VAR};
 pub use sizes::{byte_size, larger_images_by_url, thousands};

@@ -307,7 +307,7 @@ fn encode_webp(pixels: &Pixels) -> Result<Vec<u8>> {
 /// libwebp's method (0 fastest .. 6 smallest) of the WebP siblings of JPEG, PNG and GIF
 /// variants: on a 12 MP photo's medium variant method 2 took half of method 4's time for
 /// files 1% larger, and method 0 made files larger than the JPEGs.
-const SIBLING_METHOD: i32 = 2;
+pub(super) const SIBLING_METHOD: i32 = 2;
 
 /// The lossy WebP sibling of a variant (`image_record::sibling_path`), alpha kept, at the variants'
 /// quality.

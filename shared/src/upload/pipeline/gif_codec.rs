@@ -1,12 +1,17 @@
 //! GIF decoding with the gif crate directly (the decoder `image` uses), for what `image`
 //! does not let it do: skip extension blocks the GIF spec does not define (the spec says
-//! to skip them; browsers do), with an allocation limit derived from the image's size.
+//! to skip them; browsers do), with an allocation limit derived from the image's size. A
+//! still GIF is its first frame; an animated one's frames are composited as browsers show
+//! them ([`frames`]).
 
-use std::num::NonZeroU64;
+use std::num::{NonZeroU32, NonZeroU64};
+use std::sync::Arc;
 
+use super::animation::{Animation, CanvasFrame, Plays};
 use super::codec::decode_budget;
 use super::format::ImageFormat;
 use super::pixels::{Layout, Pixels};
+use super::quantise::colours_of;
 use super::refusal::{bad_upload, unreadable_image_data, Unreadable};
 use super::sniff::Header;
 use crate::config::ImageLimits;
@@ -98,4 +103,165 @@ fn draw(canvas: &mut [u8], width: u32, frame: &gif::Frame<'_>) -> Result<()> {
             .copy_from_slice(row);
     }
     Ok(())
+}
+
+/// An animated GIF's frames as browsers show them: each drawn over the canvas left by the
+/// one before (its transparent pixels keep what is there), after that one's disposal (keep,
+/// clear its area to transparent, or restore its area as it was). The canvas is the logical
+/// screen, transparent at first (browsers ignore the background colour). Reads the
+/// `header.frames` frames the header walk counted and no further; the first is read here,
+/// so that a loop count written after it is known.
+pub(super) fn frames<'a>(
+    bytes: &'a [u8],
+    header: &Header,
+    limits: &ImageLimits,
+) -> Result<Animation<'a>> {
+    let decoder = options(header).read_info(bytes).map_err(refused)?;
+    let (width, height) = (u32::from(decoder.width()), u32::from(decoder.height()));
+    super::codec::agree(header, width, height)?;
+    limits.check(width, height)?;
+    let mut frames = GifFrames {
+        decoder,
+        width,
+        height,
+        canvas: vec![0; width as usize * height as usize * 4],
+        disposal: None,
+        left: header.frames,
+    };
+    let first = frames.next().unwrap_or_else(|| {
+        Err(bad_upload(
+            "the GIF has no image in it; upload a GIF with at least one frame",
+        ))
+    })?;
+    // GIF's loop count is how many times the animation repeats after it first plays (0:
+    // forever); without it, the animation plays once.
+    let plays = match frames.decoder.repeat() {
+        gif::Repeat::Infinite => Plays::Forever,
+        gif::Repeat::Finite(repeats) => {
+            Plays::Times(NonZeroU32::new(u32::from(repeats) + 1).unwrap_or(NonZeroU32::MIN))
+        }
+    };
+    Ok(Animation::new(
+        width,
+        height,
+        plays,
+        Box::new(std::iter::once(Ok(first)).chain(frames)),
+    ))
+}
+
+/// A frame's area on the canvas: left, top, width, height.
+#[derive(Debug, Clone, Copy)]
+struct Area(usize, usize, usize, usize);
+
+struct GifFrames<'a> {
+    decoder: gif::Decoder<&'a [u8]>,
+    width: u32,
+    height: u32,
+    canvas: Vec<u8>,
+    /// How the frame last drawn leaves its area before the next is drawn, with the area's
+    /// pixels from before it was drawn when they are to be restored.
+    disposal: Option<(gif::DisposalMethod, Area, Vec<u8>)>,
+    /// Frames still to read.
+    left: u32,
+}
+
+impl GifFrames<'_> {
+    /// The rows of `area` in the canvas, as byte ranges.
+    fn rows(
+        &self,
+        Area(left, top, width, height): Area,
+    ) -> impl Iterator<Item = std::ops::Range<usize>> {
+        let stride = self.width as usize * 4;
+        (top..top + height).map(move |y| y * stride + left * 4..y * stride + (left + width) * 4)
+    }
+
+    fn dispose(&mut self) {
+        let Some((method, area, saved)) = self.disposal.take() else {
+            return;
+        };
+        let rows: Vec<_> = self.rows(area).collect();
+        match method {
+            gif::DisposalMethod::Background => {
+                for row in rows {
+                    self.canvas[row].fill(0);
+                }
+            }
+            gif::DisposalMethod::Previous => {
+                let row_bytes = area.2 * 4;
+                for (row, from) in rows.into_iter().zip(saved.chunks_exact(row_bytes.max(1))) {
+                    self.canvas[row].copy_from_slice(from);
+                }
+            }
+            gif::DisposalMethod::Any | gif::DisposalMethod::Keep => {}
+        }
+    }
+
+    fn read(&mut self) -> Result<Option<CanvasFrame>> {
+        self.dispose();
+        let Some(frame) = self.decoder.read_next_frame().map_err(refused)? else {
+            return Ok(None);
+        };
+        let area = Area(
+            usize::from(frame.left),
+            usize::from(frame.top),
+            usize::from(frame.width),
+            usize::from(frame.height),
+        );
+        let (dispose, delay) = (frame.dispose, frame.delay);
+        if area.0 + area.2 > self.width as usize || area.1 + area.3 > self.height as usize {
+            return Err(ApiError::internal("a GIF frame outside its screen"));
+        }
+        let stride = self.width as usize * 4;
+        let saved = match dispose {
+            gif::DisposalMethod::Previous => {
+                let (left, top, width, height) = (area.0, area.1, area.2, area.3);
+                let mut saved = Vec::with_capacity(width * height * 4);
+                for y in top..top + height {
+                    saved.extend_from_slice(&self.canvas[y * stride + left * 4..][..width * 4]);
+                }
+                saved
+            }
+            _ => Vec::new(),
+        };
+        let frame_row = area.2 * 4;
+        if frame_row > 0 {
+            for (y, row) in frame.buffer.chunks_exact(frame_row).enumerate() {
+                let start = (area.1 + y) * stride + area.0 * 4;
+                let out = &mut self.canvas[start..start + frame_row];
+                for (to, from) in out.chunks_exact_mut(4).zip(row.chunks_exact(4)) {
+                    // The transparent colour index decodes to alpha 0: what is under it stays.
+                    if from[3] != 0 {
+                        to.copy_from_slice(from);
+                    }
+                }
+            }
+        }
+        self.disposal = Some((dispose, area, saved));
+        Ok(Some(CanvasFrame {
+            pixels: Pixels {
+                width: self.width,
+                height: self.height,
+                layout: Layout::Rgba8,
+                data: self.canvas.clone(),
+            },
+            delay_ms: u32::from(delay) * 10,
+            colours: colours_of(&self.canvas, 256).map(Arc::from),
+        }))
+    }
+}
+
+impl Iterator for GifFrames<'_> {
+    type Item = Result<CanvasFrame>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let read = self.read();
+        if read.is_err() {
+            self.left = 0;
+        }
+        read.transpose()
+    }
 }

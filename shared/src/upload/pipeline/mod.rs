@@ -16,6 +16,11 @@
 //! All of it is synchronous CPU work: call it from `tokio::task::spawn_blocking`. The
 //! original upload is never modified; the caller stores its own bytes as they came.
 
+mod anim_gif;
+mod anim_webp;
+mod animation;
+#[cfg(test)]
+mod animation_tests;
 mod avif;
 #[cfg(test)]
 mod avif_tests;
@@ -26,6 +31,8 @@ mod gif_codec;
 #[cfg(test)]
 mod hostile;
 #[cfg(test)]
+mod hostile_gif;
+#[cfg(test)]
 mod leniency_tests;
 mod libjpeg;
 #[doc(hidden)]
@@ -34,6 +41,7 @@ mod one_variant;
 mod pixels;
 #[cfg(test)]
 mod proptests;
+mod quantise;
 mod refusal;
 mod repair;
 mod resize;
@@ -152,8 +160,9 @@ pub fn inspect(bytes: &[u8], limits: &ImageLimits) -> Result<ImageInfo> {
 }
 
 fn inspect_header(bytes: &[u8], limits: &ImageLimits) -> Result<(sniff::Header, ImageInfo)> {
-    let header = sniff::read_header(bytes)?;
+    let header = sniff::read_header(bytes, limits)?;
     limits.check(header.width, header.height)?;
+    limits.check_animation(header.width, header.height, header.frames)?;
     let (width, height) = if resize::swaps_sides(header.orientation) {
         (header.height, header.width)
     } else {
@@ -202,6 +211,10 @@ pub fn sibling_of_variant(
 /// encodes the siblings it makes.
 fn webp_sibling_of_variant(bytes: &[u8], limits: &ImageLimits) -> Result<Vec<u8>> {
     let (header, info) = inspect_header(bytes, limits)?;
+    if header.frames > 1 {
+        // An animated GIF variant: an animated WebP.
+        return animation::webp_sibling(bytes, &header, limits);
+    }
     let pixels = codec::decode(bytes, &header, limits, (info.width, info.height))?;
     codec::encode_webp_sibling(&pixels)
 }
@@ -229,21 +242,10 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
     let repaired = repair::repaired(bytes);
     let bytes = &*repaired;
     let (header, info) = inspect_header(bytes, limits)?;
-
-    // Sizes in upright terms, then in stored terms for resizing before rotating: rotating
-    // the small variants is much cheaper than rotating the full image.
-    let swap = resize::swaps_sides(info.orientation);
-    let mut distinct: Vec<(u32, u32)> = Vec::with_capacity(VARIANTS.len());
-    let mut which = Vec::with_capacity(VARIANTS.len());
-    for &(_, side) in &VARIANTS {
-        let (w, h) = fit(info.width, info.height, side);
-        let stored = if swap { (h, w) } else { (w, h) };
-        // Images smaller than some boxes give equal consecutive sizes: make and encode once.
-        if distinct.last() != Some(&stored) {
-            distinct.push(stored);
-        }
-        which.push(distinct.len() - 1);
+    if header.frames > 1 {
+        return animation::process(bytes, &header, &info, limits, start);
     }
+    let (distinct, which) = variant_sizes(&info);
     // The biggest variant, in stored terms, is all the decode has to cover.
     let pixels = codec::decode(bytes, &header, limits, distinct[0])?;
     let decoded = Instant::now();
@@ -252,16 +254,7 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
     let colour_start = Instant::now();
     let to_srgb = colour::to_srgb(bytes, info.format, pixels.layout);
     let colour_nanos = AtomicU64::new(elapsed_nanos(colour_start));
-    let siblings = info.format != ImageFormat::WebP && !WEBP_SIBLINGS_OFF.load(Ordering::Relaxed);
-    let wants_sibling: Vec<bool> = (0..distinct.len())
-        .map(|index| {
-            siblings
-                && VARIANTS
-                    .iter()
-                    .zip(&which)
-                    .any(|(&(name, _), &at)| at == index && WEBP_SIBLINGS_AT_UPLOAD.contains(&name))
-        })
-        .collect();
+    let wants_sibling = wants_siblings(info.format, &which, distinct.len());
 
     // Each variant is turned upright, converted to sRGB and encoded (its WebP sibling in a
     // job of its own) while the cascade goes on making the smaller ones: the big variant's
@@ -314,19 +307,74 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
         })
         .collect::<Result<_>>()?;
     let colour_time = Duration::from_nanos(colour_nanos.load(Ordering::Relaxed));
+    let made: Vec<(u32, u32)> = upright.iter().map(|p| (p.width, p.height)).collect();
+    let timings = Timings {
+        read: Duration::ZERO,
+        decode: decoded - start,
+        resize: resized - decoded,
+        colour: colour_time,
+        encode: done - resized,
+        total: done - start,
+    };
+    assemble(&info, &which, &made, encoded, timings)
+}
 
+/// The variants' distinct sizes, largest first, in stored terms (before the EXIF
+/// orientation turns them upright: rotating the small variants is much cheaper than
+/// rotating the full image), and which of them each variant of [`VARIANTS`] is. Images
+/// smaller than some boxes give equal consecutive sizes: made and encoded once.
+fn variant_sizes(info: &ImageInfo) -> (Vec<(u32, u32)>, Vec<usize>) {
+    let swap = resize::swaps_sides(info.orientation);
+    let mut distinct: Vec<(u32, u32)> = Vec::with_capacity(VARIANTS.len());
+    let mut which = Vec::with_capacity(VARIANTS.len());
+    for &(_, side) in &VARIANTS {
+        let (w, h) = fit(info.width, info.height, side);
+        let stored = if swap { (h, w) } else { (w, h) };
+        if distinct.last() != Some(&stored) {
+            distinct.push(stored);
+        }
+        which.push(distinct.len() - 1);
+    }
+    (distinct, which)
+}
+
+/// For each of the `count` distinct sizes, whether the upload makes its WebP sibling: for
+/// the sizes of [`WEBP_SIBLINGS_AT_UPLOAD`], unless the original is a WebP.
+fn wants_siblings(format: ImageFormat, which: &[usize], count: usize) -> Vec<bool> {
+    let siblings = format != ImageFormat::WebP && !WEBP_SIBLINGS_OFF.load(Ordering::Relaxed);
+    (0..count)
+        .map(|index| {
+            siblings
+                && VARIANTS
+                    .iter()
+                    .zip(which)
+                    .any(|(&(name, _), &at)| at == index && WEBP_SIBLINGS_AT_UPLOAD.contains(&name))
+        })
+        .collect()
+}
+
+/// The result: each variant of [`VARIANTS`] from the distinct size `which` names (`made`:
+/// their upright sizes; `encoded`: the variant's bytes and its WebP sibling's), checked to
+/// be the size the image record states.
+fn assemble(
+    info: &ImageInfo,
+    which: &[usize],
+    made: &[(u32, u32)],
+    encoded: Vec<[Option<Vec<u8>>; 2]>,
+    timings: Timings,
+) -> Result<Processed> {
     let mut variants = Vec::with_capacity(VARIANTS.len());
-    for (&(name, side), &index) in VARIANTS.iter().zip(&which) {
-        let pixels = &upright[index];
-        if (pixels.width, pixels.height) != fit(info.width, info.height, side) {
+    for (&(name, side), &index) in VARIANTS.iter().zip(which) {
+        let (width, height) = made[index];
+        if (width, height) != fit(info.width, info.height, side) {
             return Err(ApiError::internal(format!(
                 "variant {name} came out at the wrong size"
             )));
         }
         variants.push(Variant {
             name,
-            width: pixels.width,
-            height: pixels.height,
+            width,
+            height,
             bytes: encoded[index][0]
                 .clone()
                 .ok_or_else(|| ApiError::internal(format!("variant {name} was not encoded")))?,
@@ -342,14 +390,7 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
         width: info.width,
         height: info.height,
         variants,
-        timings: Timings {
-            read: Duration::ZERO,
-            decode: decoded - start,
-            resize: resized - decoded,
-            colour: colour_time,
-            encode: done - resized,
-            total: done - start,
-        },
+        timings,
     })
 }
 

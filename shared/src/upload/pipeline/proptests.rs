@@ -17,6 +17,8 @@ use super::*;
 const LIMITS: ImageLimits = ImageLimits {
     max_pixels: 300_000,
     max_side: 2_000,
+    max_frames: 10,
+    max_animation_pixels: 1_000_000,
 };
 
 struct Bases {
@@ -296,7 +298,7 @@ fn check_file(original: &[u8]) -> Result<(), TestCaseError> {
             prop_assert!(u64::from(info.width) * u64::from(info.height) <= LIMITS.max_pixels);
             // The decode allocates by the image: its pixels (at most 4 bytes each, twice
             // for a GIF's frame buffer) and a 1 MiB allowance, whatever the metadata.
-            let header = sniff::read_header(bytes).expect("inspected");
+            let header = sniff::read_header(bytes, &LIMITS).expect("inspected");
             let (decoded, peak) = super::tests::memory::peak(|| {
                 codec::decode(bytes, &header, &LIMITS, (header.width, header.height))
             });

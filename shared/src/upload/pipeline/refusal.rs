@@ -34,6 +34,34 @@ impl ImageLimits {
         }
         Ok(())
     }
+
+    /// 413 if an animation of `frames` frames on a `width`x`height` canvas is over the
+    /// frame limits: its frame count, or its pixels in all frames (canvas x frames). The
+    /// header walks count at most `max_frames + 1` frames, so a larger count reads as
+    /// "more than". A still image (one frame) is never refused here.
+    pub(super) fn check_animation(&self, width: u32, height: u32, frames: u32) -> Result<()> {
+        if frames <= 1 {
+            return Ok(());
+        }
+        if frames > self.max_frames {
+            return Err(ApiError::TooLarge(format!(
+                "the animation has more than {max} frames; at most {max} frames are accepted: \
+                 give it fewer frames and upload it again",
+                max = self.max_frames
+            )));
+        }
+        let pixels = u64::from(width) * u64::from(height) * u64::from(frames);
+        if pixels > self.max_animation_pixels {
+            return Err(ApiError::TooLarge(format!(
+                "the animation is {width}x{height} pixels with {frames} frames ({:.1} megapixels \
+                 in all its frames); at most {} megapixels in all frames are accepted: make it \
+                 smaller or give it fewer frames, and upload it again",
+                pixels as f64 / 1e6,
+                self.max_animation_pixels as f64 / 1e6
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// What was wrong with image data a decoder could not read.

@@ -13,6 +13,7 @@ mod webp_header;
 
 use super::format::{ImageFormat, ACCEPTED};
 use super::refusal::bad_upload;
+use crate::config::ImageLimits;
 use crate::error::Result;
 use gif_header::gif_header;
 use jpeg_markers::{jpeg_header, JpegScan};
@@ -26,6 +27,9 @@ pub(super) struct Header {
     pub width: u32,
     pub height: u32,
     pub orientation: u8,
+    /// Frames: more than 1 for an animated GIF or WebP (counted up to the frame limit plus
+    /// one), else 1.
+    pub frames: u32,
     /// For a JPEG, where the header walk stopped: [`jpeg_markers::jpeg_check_body`] goes on
     /// from there.
     pub jpeg_scan: Option<JpegScan>,
@@ -36,6 +40,7 @@ struct Parsed {
     width: u32,
     height: u32,
     orientation: u8,
+    frames: u32,
     jpeg_scan: Option<JpegScan>,
 }
 
@@ -45,20 +50,30 @@ impl Parsed {
             width,
             height,
             orientation,
+            frames: 1,
             jpeg_scan: None,
         }
+    }
+
+    fn frames(self, frames: u32) -> Self {
+        Parsed { frames, ..self }
     }
 }
 
 /// Detects the format and reads the dimensions the decoder will decode (for GIF and WebP
-/// after checking that the first frame fits the screen or canvas) and the EXIF orientation.
-pub(super) fn read_header(bytes: &[u8]) -> Result<Header> {
+/// after checking that every frame fits the screen or canvas), the EXIF orientation and
+/// the frame count (up to `limits.max_frames + 1`).
+pub(super) fn read_header(bytes: &[u8], limits: &ImageLimits) -> Result<Header> {
     let format = detect(bytes)?;
+    let max_frames = limits.max_frames;
     let parsed = match format {
         ImageFormat::Jpeg => jpeg_header(bytes)?,
         ImageFormat::Png => png_header(bytes)?.map(|(w, h, o)| Parsed::new(w, h, o)),
-        ImageFormat::Gif => gif_header(bytes)?.map(|(w, h, o)| Parsed::new(w, h, o)),
-        ImageFormat::WebP => webp_header(bytes)?.map(|(w, h, o)| Parsed::new(w, h, o)),
+        ImageFormat::Gif => {
+            gif_header(bytes, max_frames)?.map(|(w, h, frames)| Parsed::new(w, h, 1).frames(frames))
+        }
+        ImageFormat::WebP => webp_header(bytes, max_frames)?
+            .map(|(w, h, o, frames)| Parsed::new(w, h, o).frames(frames)),
     };
     match parsed {
         Some(p) if p.width > 0 && p.height > 0 => Ok(Header {
@@ -66,6 +81,7 @@ pub(super) fn read_header(bytes: &[u8]) -> Result<Header> {
             width: p.width,
             height: p.height,
             orientation: p.orientation,
+            frames: p.frames,
             jpeg_scan: p.jpeg_scan,
         }),
         _ => Err(bad_upload(format!(

@@ -32,11 +32,14 @@ fn webp_bitstream_size(kind: &[u8], data: &[u8]) -> Option<(u32, u32)> {
     }
 }
 
-/// Simple lossy (VP8), lossless (VP8L) or extended (VP8X) WebP. For VP8X the size is the
-/// canvas, and the image data `image-webp` will decode must declare exactly that size (a
-/// still image) or fit in it (the first frame of an animation, whose bitstream must
-/// declare the frame's size): it allocates for the bitstream's own size before comparing.
-pub(super) fn webp_header(b: &[u8]) -> Result<Option<(u32, u32, u8)>> {
+/// Simple lossy (VP8), lossless (VP8L) or extended (VP8X) WebP, and its frame count (1 for
+/// a still image). For VP8X the size is the canvas, and the image data `image-webp` will
+/// decode must declare exactly that size (a still image) or fit in it (each frame of an
+/// animation, whose bitstream must declare the frame's size): it allocates for the
+/// bitstream's own size before comparing. An animation's frames are counted up to
+/// `max_frames + 1` (enough to say "more than"), each checked so; the decoder reads only
+/// the frames counted.
+pub(super) fn webp_header(b: &[u8], max_frames: u32) -> Result<Option<(u32, u32, u8, u32)>> {
     let data = 20;
     let Some(kind) = b.get(12..16) else {
         return Ok(None);
@@ -45,7 +48,7 @@ pub(super) fn webp_header(b: &[u8]) -> Result<Option<(u32, u32, u8)>> {
         let Some(data) = b.get(data..) else {
             return Ok(None);
         };
-        return Ok(webp_bitstream_size(kind, data).map(|(w, h)| (w, h, 1)));
+        return Ok(webp_bitstream_size(kind, data).map(|(w, h)| (w, h, 1, 1)));
     }
     let (Some(&flags), Some(width), Some(height)) =
         (b.get(data), le24(b, data + 4), le24(b, data + 7))
@@ -58,83 +61,110 @@ pub(super) fn webp_header(b: &[u8]) -> Result<Option<(u32, u32, u8)>> {
     } else {
         1
     };
-    let mismatch = |what: String| {
-        Err(bad_upload(format!(
-            "the WebP is corrupt: its canvas is {width}x{height} but {what}"
-        )))
-    };
     let (Some(riff_size), Some(vp8x_size)) = (le32(b, 4), le32(b, 16)) else {
         return Ok(None);
     };
+    let animated = flags & 0x02 != 0;
     // The first chunk of each kind, walked like image-webp does (from the chunk after
-    // VP8X, up to where the RIFF size says, stopping at the end of the file).
-    let (mut first_vp8, mut first_vp8l, mut first_anmf) = (None, None, None);
+    // VP8X, up to where the RIFF size says, stopping at the end of the file); an
+    // animation's frames, each checked as it is met.
+    let (mut first_vp8, mut first_vp8l) = (None, None);
+    let mut frames = 0u32;
     let mut pos = data + riff_padded(vp8x_size);
     let end = pos.saturating_add((riff_size as usize).saturating_sub(12));
     while pos < end {
         let (Some(kind), Some(size)) = (bytes_at(b, pos, 4), le32(b, pos + 4)) else {
             break;
         };
-        let range = (pos + 8, size);
+        let chunk = b.get(pos + 8..).map(|d| &d[..d.len().min(size as usize)]);
         match kind {
-            b"VP8 " => first_vp8 = first_vp8.or(Some(range)),
-            b"VP8L" => first_vp8l = first_vp8l.or(Some(range)),
-            b"ANMF" => first_anmf = first_anmf.or(Some(range)),
+            b"VP8 " => first_vp8 = first_vp8.or(chunk),
+            b"VP8L" => first_vp8l = first_vp8l.or(chunk),
+            b"ANMF" if animated => {
+                frames += 1;
+                if frames > max_frames {
+                    break;
+                }
+                match chunk.map(|anmf| check_frame(anmf, (width, height), frames)) {
+                    Some(Err(refused)) => return Err(refused),
+                    Some(Ok(true)) => {}
+                    // A frame cut short: the first leaves nothing to check, a later one
+                    // is where the decoder stops reading, truncated.
+                    _ if frames == 1 => return Ok(None),
+                    _ => break,
+                }
+            }
             _ => {}
         }
         pos = pos.saturating_add(8).saturating_add(riff_padded(size));
     }
-    let chunk = |(at, size): (usize, u32)| b.get(at..).map(|d| &d[..d.len().min(size as usize)]);
-    if flags & 0x02 != 0 {
-        let Some(anmf) = first_anmf.and_then(chunk) else {
-            return Ok(None);
-        };
-        let (Some(x), Some(y), Some(frame_width), Some(frame_height)) =
-            (le24(anmf, 0), le24(anmf, 3), le24(anmf, 6), le24(anmf, 9))
-        else {
-            return Ok(None);
-        };
-        let (x, y, frame_width, frame_height) = (x * 2, y * 2, frame_width + 1, frame_height + 1);
-        if x + frame_width > width || y + frame_height > height {
-            return mismatch(format!(
-                "its first frame is {frame_width}x{frame_height} at {x},{y}"
-            ));
-        }
-        // The frame's bitstream; an ALPH chunk may come first.
-        let mut at = 16;
-        let (Some(mut kind), Some(mut size)) = (bytes_at(anmf, at, 4), le32(anmf, at + 4)) else {
-            return Ok(None);
-        };
-        if kind == b"ALPH" {
-            at += 8 + riff_padded(size);
-            let (Some(k), Some(s)) = (bytes_at(anmf, at, 4), le32(anmf, at + 4)) else {
-                return Ok(None);
-            };
-            (kind, size) = (k, s);
-        }
-        let Some(stream) = anmf.get(at + 8..).map(|d| &d[..d.len().min(size as usize)]) else {
-            return Ok(None);
-        };
-        return match webp_bitstream_size(kind, stream) {
-            Some(size) if size == (frame_width, frame_height) => {
-                Ok(Some((width, height, orientation)))
-            }
-            Some((w, h)) => mismatch(format!(
-                "its first frame is {frame_width}x{frame_height} and that frame's image data {w}x{h}"
-            )),
-            None => Ok(None),
-        };
+    if animated {
+        return Ok((frames > 0).then_some((width, height, orientation, frames)));
     }
     // A still image: image-webp decodes the VP8L chunk if there is one, else the VP8 one.
     let stream = match (first_vp8l, first_vp8) {
-        (Some(range), _) => chunk(range).map(|d| (b"VP8L".as_slice(), d)),
-        (None, Some(range)) => chunk(range).map(|d| (b"VP8 ".as_slice(), d)),
+        (Some(d), _) => Some((b"VP8L".as_slice(), d)),
+        (None, Some(d)) => Some((b"VP8 ".as_slice(), d)),
         (None, None) => None,
     };
     match stream.and_then(|(kind, data)| webp_bitstream_size(kind, data)) {
-        Some(size) if size == (width, height) => Ok(Some((width, height, orientation))),
-        Some((w, h)) => mismatch(format!("its image data is {w}x{h}")),
+        Some(size) if size == (width, height) => Ok(Some((width, height, orientation, 1))),
+        Some((w, h)) => Err(mismatch(
+            (width, height),
+            format!("its image data is {w}x{h}"),
+        )),
         None => Ok(None),
+    }
+}
+
+/// 400: the canvas and what is drawn on it disagree.
+fn mismatch((width, height): (u32, u32), what: String) -> crate::error::ApiError {
+    bad_upload(format!(
+        "the WebP is corrupt: its canvas is {width}x{height} but {what}"
+    ))
+}
+
+/// Checks one ANMF chunk (frame `number`, from 1): the frame fits the canvas and its
+/// bitstream declares the frame's size. False if the chunk is too short to tell.
+fn check_frame(anmf: &[u8], canvas: (u32, u32), number: u32) -> Result<bool> {
+    let which = match number {
+        1 => "its first frame".to_string(),
+        n => format!("its frame {n}"),
+    };
+    let (Some(x), Some(y), Some(frame_width), Some(frame_height)) =
+        (le24(anmf, 0), le24(anmf, 3), le24(anmf, 6), le24(anmf, 9))
+    else {
+        return Ok(false);
+    };
+    let (x, y, frame_width, frame_height) = (x * 2, y * 2, frame_width + 1, frame_height + 1);
+    if x + frame_width > canvas.0 || y + frame_height > canvas.1 {
+        return Err(mismatch(
+            canvas,
+            format!("{which} is {frame_width}x{frame_height} at {x},{y}"),
+        ));
+    }
+    // The frame's bitstream; an ALPH chunk may come first.
+    let mut at = 16;
+    let (Some(mut kind), Some(mut size)) = (bytes_at(anmf, at, 4), le32(anmf, at + 4)) else {
+        return Ok(false);
+    };
+    if kind == b"ALPH" {
+        at += 8 + riff_padded(size);
+        let (Some(k), Some(s)) = (bytes_at(anmf, at, 4), le32(anmf, at + 4)) else {
+            return Ok(false);
+        };
+        (kind, size) = (k, s);
+    }
+    let Some(stream) = anmf.get(at + 8..).map(|d| &d[..d.len().min(size as usize)]) else {
+        return Ok(false);
+    };
+    match webp_bitstream_size(kind, stream) {
+        Some(size) if size == (frame_width, frame_height) => Ok(true),
+        Some((w, h)) => Err(mismatch(
+            canvas,
+            format!("{which} is {frame_width}x{frame_height} and that frame's image data {w}x{h}"),
+        )),
+        None => Ok(false),
     }
 }
 
