@@ -45,6 +45,7 @@ mod quantise;
 mod refusal;
 mod repair;
 mod resize;
+mod sibling;
 #[cfg(test)]
 mod sibling_tests;
 mod sniff;
@@ -61,7 +62,7 @@ use anyhow::Context;
 
 use crate::config::ImageLimits;
 use crate::error::{ApiError, Result};
-use crate::image_record::{fit, SiblingFormat, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
+use crate::image_record::{fit, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
 use format::ImageFormat;
 use pixels::Pixels;
 
@@ -189,50 +190,7 @@ pub fn bench_without_webp_siblings() {
 }
 
 pub use avif::{encode_avif, AvifSettings, AVIF_MAX_PIXELS};
-
-/// The sibling of a stored variant in `format`, from the variant's own bytes (made on first
-/// request, `operations::siblings`), or `None` when the variant gets no sibling in that
-/// format: an AVIF of a variant over [`AVIF_MAX_PIXELS`] or of an animated GIF (its
-/// frames are kept by the WebP sibling; AVIF's animation is left out). A variant is already
-/// upright and sRGB, written without metadata, so nothing else applies; it passes the same
-/// header checks as an upload.
-pub fn sibling_of_variant(
-    bytes: &[u8],
-    format: SiblingFormat,
-    limits: &ImageLimits,
-) -> Result<Option<Vec<u8>>> {
-    match format {
-        SiblingFormat::Webp => webp_sibling_of_variant(bytes, limits).map(Some),
-        SiblingFormat::Avif => avif_sibling_of_variant(bytes, limits),
-    }
-}
-
-/// The WebP sibling of a stored variant: decoded at its size and encoded as the upload
-/// encodes the siblings it makes.
-fn webp_sibling_of_variant(bytes: &[u8], limits: &ImageLimits) -> Result<Vec<u8>> {
-    let (header, info) = inspect_header(bytes, limits)?;
-    if header.frames > 1 {
-        // An animated GIF variant: an animated WebP.
-        return animation::webp_sibling(bytes, &header, limits);
-    }
-    let pixels = codec::decode(bytes, &header, limits, (info.width, info.height))?;
-    codec::encode_webp_sibling(&pixels)
-}
-
-/// The AVIF sibling of a stored variant, when it is within the bound and not animated: the
-/// header and the GIF's frame headers are read first, so a variant that gets none is
-/// neither decoded nor encoded.
-fn avif_sibling_of_variant(bytes: &[u8], limits: &ImageLimits) -> Result<Option<Vec<u8>>> {
-    let (header, info) = inspect_header(bytes, limits)?;
-    let pixels = u64::from(info.width) * u64::from(info.height);
-    if pixels > AVIF_MAX_PIXELS
-        || (info.format == ImageFormat::Gif && gif_codec::is_animated(bytes)?)
-    {
-        return Ok(None);
-    }
-    let pixels = codec::decode(bytes, &header, limits, (info.width, info.height))?;
-    avif::encode_avif_sibling(&pixels).map(Some)
-}
+pub use sibling::sibling_of_variant;
 
 /// The whole pipeline on an upload held in memory.
 pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
