@@ -191,6 +191,8 @@ pub fn bench_without_webp_siblings() {
 
 pub use avif::{encode_avif, AvifSettings, AVIF_MAX_PIXELS};
 pub use sibling::sibling_of_variant;
+#[cfg(test)]
+use {crate::image_record::SiblingFormat, sibling::webp_sibling_of_variant};
 
 /// The whole pipeline on an upload held in memory.
 pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {

@@ -26,7 +26,7 @@ pub fn sibling_of_variant(
 
 /// The WebP sibling of a stored variant: decoded at its size and encoded as the upload
 /// encodes the siblings it makes.
-fn webp_sibling_of_variant(bytes: &[u8], limits: &ImageLimits) -> Result<Vec<u8>> {
+pub(super) fn webp_sibling_of_variant(bytes: &[u8], limits: &ImageLimits) -> Result<Vec<u8>> {
     let (header, info) = inspect_header(bytes, limits)?;
     if header.frames > 1 {
         // An animated GIF variant: an animated WebP.
