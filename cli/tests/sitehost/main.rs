@@ -1,6 +1,6 @@
 //! The `sitehost` command's tests, one binary (each test binary links the whole stack):
 //! `commands` (serve, keys, files sweep, variants), `docs_page` (the reference page in
-//! headless Chromium), `webp_page` (an uploaded JPEG's medium variant in an `<img>`, as
+//! headless Chromium), `webp_page` (an uploaded JPEG's small variant in an `<img>`, as
 //! headless Chromium receives it: its AVIF sibling), `animated_page` (an animated GIF's
 //! medium variant in an `<img>`, an animation as Chromium decodes it), `lambda` (the eight
 //! function binaries under a local Lambda Runtime API, and `events sign`) and

@@ -103,51 +103,48 @@ pub async fn answer(siblings: &Siblings, method: &Method, uri_path: &str) -> Res
     let Some(stored) = path.strip_prefix('/') else {
         return missing();
     };
+    // Every other path is refused by `make` too, unread.
+    let Some((variant, format)) = crate::image_record::sibling_of(stored) else {
+        return missing();
+    };
     let made = match siblings.make(stored).await {
         Ok(Sibling::NotNow) => {
             crate::operations::siblings::read_variant(siblings.files(), stored).await
         }
         made => made,
     };
-    let format = crate::image_record::sibling_of(stored).map(|(_, format)| format);
-    match (made, format) {
-        (Ok(Sibling::Made(sibling)), Some(format)) => {
-            // Too large for the function's answer: the variant's own URL, which the
-            // frontend now answers with the stored sibling.
-            let variant = &path[..path.len() - format.extension().len() - 1];
-            sibling_response(method, format, CACHE_CONTROL, sibling, variant)
+    match made {
+        // Too large for the function's answer: the variant's own URL, which the frontend
+        // now answers with the stored sibling.
+        Ok(Sibling::Made(sibling)) => {
+            let variant_url = format!("/{variant}");
+            sibling_response(method, format, CACHE_CONTROL, sibling, &variant_url)
         }
-        (Ok(Sibling::StandIn(stand_in)), Some(_)) => {
-            answer_stand_in(siblings, method, stored, stand_in).await
+        Ok(Sibling::StandIn(stand_in)) => {
+            answer_stand_in(siblings, method, variant, stand_in).await
         }
-        (
-            Ok(Sibling::Variant {
-                bytes,
-                content_type,
-            }),
-            _,
-        ) => file_response(method, content_type, FALLBACK_CACHE_CONTROL, bytes),
-        (Ok(_), _) => missing(),
-        (Err(err), _) => {
+        Ok(Sibling::Variant {
+            bytes,
+            content_type,
+        }) => file_response(method, content_type, FALLBACK_CACHE_CONTROL, bytes),
+        Ok(Sibling::Missing | Sibling::NotNow) => missing(),
+        Err(err) => {
             tracing::error!(path = stored, error = %error_chain(&err), "a sibling could not be made");
             error_response(&err)
         }
     }
 }
 
-/// The sibling in `stand_in` answered at the path of one the variant does not get: the
-/// stored one, or one made now. Past [`MAX_ANSWERED_BYTES`] the viewer is sent to its own
-/// URL, which the frontend answers from storage (the variant's URL would choose the AVIF
-/// again).
+/// The sibling in `stand_in` of `variant`, answered at the path of one the variant does not
+/// get: the stored one, or one made now. Past [`MAX_ANSWERED_BYTES`] the viewer is sent to
+/// its own URL, which the frontend answers from storage (the variant's URL would choose
+/// the AVIF again).
 async fn answer_stand_in(
     siblings: &Siblings,
     method: &Method,
-    stored: &str,
+    variant: &str,
     stand_in: SiblingFormat,
 ) -> Response<Bytes> {
-    let Some((variant, _)) = crate::image_record::sibling_of(stored) else {
-        return error_response(&ApiError::NotFound(format!("no file at /{stored}")));
-    };
     let path = sibling_path(variant, stand_in);
     let made = match siblings.files().read(&path, MAX_VARIANT_BYTES).await {
         Ok(Some(bytes)) => Ok(Sibling::Made(bytes)),
@@ -169,7 +166,9 @@ async fn answer_stand_in(
             bytes,
             content_type,
         }) => file_response(method, content_type, FALLBACK_CACHE_CONTROL, bytes),
-        Ok(_) => error_response(&ApiError::NotFound(format!("no file at /{stored}"))),
+        Ok(Sibling::Missing | Sibling::StandIn(_) | Sibling::NotNow) => {
+            error_response(&ApiError::NotFound(format!("no file at /{path}")))
+        }
         Err(err) => {
             tracing::error!(path, error = %error_chain(&err), "a stand-in sibling could not be made");
             error_response(&err)
