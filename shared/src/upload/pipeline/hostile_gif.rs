@@ -110,7 +110,7 @@ pub fn gif_video(width: u16, height: u16, frames: u16) -> Vec<u8> {
                     noise ^= noise << 13;
                     noise ^= noise >> 17;
                     noise ^= noise << 5;
-                    let grain = (noise % 16) as u32;
+                    let grain = noise % 16;
                     rgba.extend([
                         ((x + 7 * f) * 255 / w.max(1) % 256 + grain).min(255) as u8,
                         ((y + 5 * f) * 255 / h.max(1) % 256 + grain).min(255) as u8,
