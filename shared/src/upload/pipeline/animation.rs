@@ -9,9 +9,9 @@
 //! encoding of every frame.
 //!
 //! Frames stream through: the decoder composites one frame at a time, the cascade resizes
-//! it, and one thread per encoder (a variant or a sibling) takes it from a channel of one
-//! frame, so memory holds a few frames of each size whatever the frame count. The cost
-//! grows with canvas x frames, bounded by `ImageLimits::max_animation_pixels` and
+//! it, and one thread per encoder (a variant or a sibling) takes it from a channel of a
+//! few MiB of frames, so memory holds a few frames of each size whatever the frame count.
+//! The cost grows with canvas x frames, bounded by `ImageLimits::max_animation_pixels` and
 //! `max_frames`, which the header walks check before any frame is decoded. A single-frame
 //! GIF or WebP never comes here.
 
@@ -121,6 +121,14 @@ impl Encoder {
     }
 }
 
+/// How many frames of `size` may wait for their encoder: as many as fit in 4 MiB, at
+/// least one, at most 16. The decoder runs ahead of the encoders by that much instead of
+/// waiting for each small frame to be taken (a thread switch each).
+fn in_flight((width, height): (u32, u32)) -> usize {
+    let frame = (width as usize * height as usize * 4).max(1);
+    ((4 << 20) / frame).clamp(1, 16)
+}
+
 /// A frame at one size, its delay and its source's colours.
 type Sent = (Arc<Pixels>, u32, Option<Arc<[u8]>>);
 
@@ -197,7 +205,7 @@ pub(super) fn process(
                             {
                                 continue;
                             }
-                            let (send, receive) = sync_channel::<Sent>(1);
+                            let (send, receive) = sync_channel::<Sent>(in_flight(size));
                             let abort = &abort;
                             let thread = scope
                                 .spawn(move || encode_frames(format, size, plays, receive, abort));
