@@ -70,8 +70,24 @@ pub fn run(args: VariantsArgs) -> Result<()> {
             // What the frontend's first request of this sibling costs (operations::siblings):
             // made from the stored variant, as image-sibling and `serve` make it.
             let started = std::time::Instant::now();
-            let webp = webp_sibling_of_variant(&variant.bytes, &limits)
-                .map_err(|e| anyhow::Error::new(e).context(format!("{}.webp", path.display())))?;
+            let webp = match webp_sibling_of_variant(&variant.bytes, &limits) {
+                Ok(webp) => webp,
+                // Over a bound (an animated variant of too many pixels): the variant is
+                // served in its place, as the siblings operation does.
+                Err(e @ sitehost::ApiError::TooLarge(_)) => {
+                    println!(
+                        "  {:<9} {:>9} {:>9}        {}.webp not made: {e}",
+                        "",
+                        "",
+                        "",
+                        path.display()
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context(format!("{}.webp", path.display())))
+                }
+            };
             let took = started.elapsed();
             let sibling = format!("{}.webp", path.display());
             std::fs::write(&sibling, &webp).with_context(|| format!("writing {sibling}"))?;
