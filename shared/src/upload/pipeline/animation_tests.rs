@@ -473,6 +473,20 @@ fn animations_over_the_frame_limits_are_refused_with_a_413() {
         ),
         "{err}"
     );
+    // docs/api.md quotes both refusals as they are.
+    let api = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md"))
+        .expect("docs/api.md");
+    let api = api.split_whitespace().collect::<Vec<_>>().join(" ");
+    let frames = process(&hostile::gif_bomb(2, 2, 1_001), &limits).expect_err("frames");
+    for err in [&err, &frames] {
+        let ApiError::TooLarge(message) = err else {
+            panic!("a 413: {err:?}");
+        };
+        assert!(
+            api.contains(&format!("`{message}`")),
+            "docs/api.md quotes {message}"
+        );
+    }
     // At the limit: accepted by the checks.
     let info = inspect(&hostile::gif_bomb(1000, 1000, 50), &limits).expect("at the limit");
     assert_eq!((info.width, info.height), (1000, 1000));
