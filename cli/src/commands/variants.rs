@@ -80,8 +80,19 @@ pub fn run(args: VariantsArgs) -> Result<()> {
             // made from the stored variant, as image-sibling and `serve` make it.
             let sibling = format!("{}.{}", path.display(), format.extension());
             let started = std::time::Instant::now();
-            let made = sibling_of_variant(&variant.bytes, format, &limits)
-                .map_err(|e| anyhow::Error::new(e).context(sibling.clone()))?;
+            let made = match sibling_of_variant(&variant.bytes, format, &limits) {
+                Ok(made) => made,
+                // Over a bound (an animated variant of too many pixels): the variant is
+                // served in its place, as the siblings operation does.
+                Err(e @ sitehost::ApiError::TooLarge(_)) => {
+                    println!(
+                        "  {:<9} {:>9} {:>9}        {sibling} not made: {e}",
+                        "", "", ""
+                    );
+                    continue;
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context(sibling.clone())),
+            };
             let took = started.elapsed().as_secs_f64() * 1000.0;
             let Some(made) = made else {
                 println!(

@@ -1,9 +1,12 @@
-//! docs/budgets.md states what one key can cost the table at the defaults: these tests
-//! compute the figures from the code's constants and compare them with the text.
+//! docs/budgets.md states what one key can cost the table at the defaults, and the limits
+//! of animations: these tests compute the figures from the code's constants and compare
+//! them with the text.
 
 use sitehost::api::budgets::stored_cost;
 use sitehost::business::NewBusiness;
-use sitehost::config::{DEFAULT_REQUESTS_PER_MINUTE, STORED_BYTES_PER_REQUEST};
+use sitehost::config::{
+    ImageLimits, DEFAULT_REQUESTS_PER_MINUTE, MAX_ANIMATED_SIBLING_PIXELS, STORED_BYTES_PER_REQUEST,
+};
 use sitehost::location::MAX_LOCATIONS_BYTES;
 use sitehost::store::scope::business_scopes;
 
@@ -90,4 +93,21 @@ fn the_largest_business_costs_what_the_doc_says() {
     let a_minute = DEFAULT_REQUESTS_PER_MINUTE / cost;
     let stated = format!("costs {cost}, so one key creates at most {a_minute} such businesses");
     assert!(doc.contains(&stated), "{stated}");
+}
+
+#[test]
+fn the_animation_limits_are_the_codes() {
+    let doc = doc();
+    let limits = ImageLimits::default();
+    assert_eq!(bold(&doc, "frames"), limits.max_frames.to_string());
+    assert_eq!(
+        bold(&doc, "pixels in all its frames"),
+        limits.max_animation_pixels.to_string()
+    );
+    assert_eq!(
+        bold(&doc, "pixels in all the variant's frames"),
+        MAX_ANIMATED_SIBLING_PIXELS.to_string()
+    );
+    // As many pixels as a still image may have, as the text says.
+    assert_eq!(limits.max_animation_pixels, limits.max_pixels);
 }

@@ -321,6 +321,11 @@ fn stated_figures() -> Vec<String> {
         mib(fetch.max_bytes),
         format!("{} pixels", thousands(pixels.max_pixels)),
         format!("{} pixels a side", thousands(u64::from(pixels.max_side))),
+        format!("{} frames", thousands(u64::from(pixels.max_frames))),
+        format!(
+            "{} pixels in all its frames",
+            thousands(pixels.max_animation_pixels)
+        ),
         format!("{} s to connect", fetch.connect_timeout.as_secs()),
         format!("{} s in all", fetch.total_timeout.as_secs()),
         format!("{} redirects", fetch.max_redirects),

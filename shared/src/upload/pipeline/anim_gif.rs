@@ -35,8 +35,8 @@ impl Rect {
 
 /// The frame held back until the next one says how it is disposed of.
 struct Pending {
-    /// The canvas as this frame leaves it (one-bit alpha: RGBA 0 or opaque).
-    canvas: Vec<u8>,
+    /// The canvas as this frame leaves it, a pixel a word (see [`one_bit_alpha`]).
+    canvas: Vec<u32>,
     rect: Rect,
     delay_cs: u16,
     /// The colours of the source frame it was resized from, if at most 256.
@@ -48,7 +48,7 @@ pub(super) struct GifWriter {
     width: usize,
     height: usize,
     /// The canvas under the pending frame: the frame before it, after its disposal.
-    before: Vec<u8>,
+    before: Vec<u32>,
     pending: Option<Pending>,
 }
 
@@ -73,7 +73,7 @@ impl GifWriter {
             encoder,
             width,
             height,
-            before: vec![0; width * height * 4],
+            before: vec![TRANSPARENT; width * height],
             pending: None,
         })
     }
@@ -93,7 +93,8 @@ impl GifWriter {
         if let Some(mut pending) = self.pending.take() {
             // Where this frame is transparent and the pending one is not, the pending one's
             // disposal clears its rectangle, grown to cover those pixels.
-            let clears = self.bounds(|i| pending.canvas[i + 3] != 0 && canvas[i + 3] == 0);
+            let clears =
+                self.bounds(|i| pending.canvas[i] != TRANSPARENT && canvas[i] == TRANSPARENT);
             let dispose = match clears {
                 Some(clears) => {
                     pending.rect = pending.rect.union(clears);
@@ -109,7 +110,7 @@ impl GifWriter {
         }
         let before = &self.before;
         let rect = self
-            .bounds(|i| canvas[i..i + 4] != before[i..i + 4])
+            .bounds(|i| canvas[i] != before[i])
             // Nothing changed: one pixel, transparent, so the frame still has its delay.
             .unwrap_or(Rect {
                 left: 0,
@@ -135,18 +136,18 @@ impl GifWriter {
             .map_err(|e| ApiError::internal(format!("finishing an animated GIF variant: {e}")))
     }
 
-    /// The smallest rectangle holding every pixel (by the offset of its first byte) for
-    /// which `differs` holds, if any.
+    /// The smallest rectangle holding every pixel (by its index) for which `differs`
+    /// holds, if any.
     fn bounds(&self, differs: impl Fn(usize) -> bool) -> Option<Rect> {
         let mut found: Option<Rect> = None;
         for y in 0..self.height {
-            let row = y * self.width * 4;
-            let Some(first) = (0..self.width).find(|&x| differs(row + x * 4)) else {
+            let row = y * self.width;
+            let Some(first) = (0..self.width).find(|&x| differs(row + x)) else {
                 continue;
             };
             let last = (first..self.width)
                 .rev()
-                .find(|&x| differs(row + x * 4))
+                .find(|&x| differs(row + x))
                 .unwrap_or(first);
             let here = Rect {
                 left: first,
@@ -161,8 +162,8 @@ impl GifWriter {
 
     fn clear(&mut self, rect: Rect) {
         for y in rect.top..rect.bottom {
-            let row = y * self.width * 4;
-            self.before[row + rect.left * 4..row + rect.right * 4].fill(0);
+            let row = y * self.width;
+            self.before[row + rect.left..row + rect.right].fill(TRANSPARENT);
         }
     }
 
@@ -180,14 +181,14 @@ impl GifWriter {
         let mut drawn = Vec::with_capacity(width * height);
         let mut colours = Vec::new();
         for y in top..bottom {
-            let row = y * self.width * 4;
-            for x in left..right {
-                let i = row + x * 4;
-                let pixel = &pending.canvas[i..i + 4];
-                let draws = pixel[3] != 0 && pixel != &self.before[i..i + 4];
+            let row = y * self.width;
+            let canvas = &pending.canvas[row + left..row + right];
+            let before = &self.before[row + left..row + right];
+            for (&pixel, &under) in canvas.iter().zip(before) {
+                let draws = pixel != TRANSPARENT && pixel != under;
                 drawn.push(draws);
                 if draws {
-                    colours.extend_from_slice(pixel);
+                    colours.extend_from_slice(&pixel.to_le_bytes());
                 }
             }
         }
@@ -225,23 +226,35 @@ impl GifWriter {
     }
 }
 
-/// The frame with one bit of alpha, as RGBA: a pixel at least half opaque is opaque, any
-/// other is transparent black (so that transparent pixels compare equal).
-fn one_bit_alpha(frame: &Pixels) -> Vec<u8> {
-    let expand = |p: &[u8]| -> [u8; 4] {
-        match frame.layout {
-            Layout::Rgba8 => [p[0], p[1], p[2], p[3]],
-            Layout::Rgb8 => [p[0], p[1], p[2], 255],
-            Layout::La8 => [p[0], p[0], p[0], p[1]],
-            Layout::L8 => [p[0], p[0], p[0], 255],
+/// A transparent pixel of a canvas.
+const TRANSPARENT: u32 = 0;
+
+/// The frame with one bit of alpha, a pixel a word (RGBA, little-endian): a pixel at least
+/// half opaque is opaque (alpha 255), any other is [`TRANSPARENT`] (so that transparent
+/// pixels compare equal).
+fn one_bit_alpha(frame: &Pixels) -> Vec<u32> {
+    let opaque = |r: u8, g: u8, b: u8| u32::from_le_bytes([r, g, b, 255]);
+    let either = |r: u8, g: u8, b: u8, a: u8| {
+        if a < 128 {
+            TRANSPARENT
+        } else {
+            opaque(r, g, b)
         }
     };
-    frame
-        .data
-        .chunks_exact(frame.layout.channels())
-        .flat_map(|p| match expand(p) {
-            [_, _, _, a] if a < 128 => [0, 0, 0, 0],
-            [r, g, b, _] => [r, g, b, 255],
-        })
-        .collect()
+    let data = &frame.data;
+    match frame.layout {
+        Layout::Rgba8 => data
+            .chunks_exact(4)
+            .map(|p| either(p[0], p[1], p[2], p[3]))
+            .collect(),
+        Layout::Rgb8 => data
+            .chunks_exact(3)
+            .map(|p| opaque(p[0], p[1], p[2]))
+            .collect(),
+        Layout::La8 => data
+            .chunks_exact(2)
+            .map(|p| either(p[0], p[0], p[0], p[1]))
+            .collect(),
+        Layout::L8 => data.iter().map(|&v| opaque(v, v, v)).collect(),
+    }
 }

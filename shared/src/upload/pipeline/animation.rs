@@ -4,10 +4,14 @@
 //! variants get animated WebP siblings (small and thumbnail at upload, the others on first
 //! request from the stored GIF variant).
 //!
+//! A GIF's variants of its own size (an animation smaller than the variant's box) are its
+//! frames copied without its metadata (gif_copy.rs): the same picture, without the LZW
+//! encoding of every frame.
+//!
 //! Frames stream through: the decoder composites one frame at a time, the cascade resizes
-//! it, and one thread per encoder (a variant or a sibling) takes it from a channel of one
-//! frame, so memory holds a few frames of each size whatever the frame count. The cost
-//! grows with canvas x frames, bounded by `ImageLimits::max_animation_pixels` and
+//! it, and one thread per encoder (a variant or a sibling) takes it from a channel of a
+//! few MiB of frames, so memory holds a few frames of each size whatever the frame count.
+//! The cost grows with canvas x frames, bounded by `ImageLimits::max_animation_pixels` and
 //! `max_frames`, which the header walks check before any frame is decoded. A single-frame
 //! GIF or WebP never comes here.
 
@@ -20,6 +24,7 @@ use std::time::{Duration, Instant};
 use super::anim_gif::GifWriter;
 use super::anim_webp::AnimWebp;
 use super::format::ImageFormat;
+use super::gif_copy::copy_frames;
 use super::pixels::{Layout, Pixels};
 use super::sniff::Header;
 use super::{
@@ -116,6 +121,14 @@ impl Encoder {
     }
 }
 
+/// How many frames of `size` may wait for their encoder: as many as fit in 4 MiB, at
+/// least one, at most 16. The decoder runs ahead of the encoders by that much instead of
+/// waiting for each small frame to be taken (a thread switch each).
+fn in_flight((width, height): (u32, u32)) -> usize {
+    let frame = (width as usize * height as usize * 4).max(1);
+    ((4 << 20) / frame).clamp(1, 16)
+}
+
 /// A frame at one size, its delay and its source's colours.
 type Sent = (Arc<Pixels>, u32, Option<Arc<[u8]>>);
 
@@ -148,6 +161,10 @@ pub(super) fn process(
 ) -> Result<Processed> {
     let (distinct, which) = variant_sizes(info);
     let wants_sibling = wants_siblings(info.format, &which, distinct.len());
+    // A GIF's variants of its own size are its frames, copied (gif_copy.rs).
+    let copied = |index: usize| {
+        info.format == ImageFormat::Gif && distinct[index] == (header.width, header.height)
+    };
     let mut frames = open(bytes, header, limits)?;
     let plays = frames.plays;
     let to_srgb = colour::to_srgb(bytes, info.format, Layout::Rgba8);
@@ -173,7 +190,7 @@ pub(super) fn process(
                 frame_decode += decoding.elapsed();
                 let (delay, colours) = (frame.delay_ms, frame.colours);
                 let mut sized: Vec<Option<Arc<Pixels>>> = vec![None; distinct.len()];
-                resize::cascade(frame.pixels, &distinct, |index, image| {
+                resize::cascade(opaque_as_rgb(frame.pixels), &distinct, |index, image| {
                     sized[index] = Some(image);
                 })?;
                 for (index, image) in sized.into_iter().enumerate() {
@@ -184,10 +201,11 @@ pub(super) fn process(
                         let size = (upright.width, upright.height);
                         made[index] = Some(size);
                         for (slot, format) in [(0, info.format), (1, ImageFormat::WebP)] {
-                            if slot == 1 && !wants_sibling[index] {
+                            if (slot == 0 && copied(index)) || (slot == 1 && !wants_sibling[index])
+                            {
                                 continue;
                             }
-                            let (send, receive) = sync_channel::<Sent>(1);
+                            let (send, receive) = sync_channel::<Sent>(in_flight(size));
                             let abort = &abort;
                             let thread = scope
                                 .spawn(move || encode_frames(format, size, plays, receive, abort));
@@ -219,7 +237,15 @@ pub(super) fn process(
         }
         // A decoder's refusal says more than the encoders it stopped.
         outcome?;
-        failed.map_or(Ok(encoded), Err)
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        for (index, encoded) in encoded.iter_mut().enumerate() {
+            if copied(index) {
+                encoded[0] = Some(copy_frames(bytes, header.frames)?);
+            }
+        }
+        Ok(encoded)
     })?;
     let done = Instant::now();
     let made: Vec<(u32, u32)> = made
@@ -235,6 +261,23 @@ pub(super) fn process(
         total: done - start,
     };
     assemble(info, &which, &made, encoded, timings)
+}
+
+/// An RGBA frame without a transparent pixel as RGB: a quarter fewer bytes to resize, and
+/// no alpha to premultiply and divide at each size.
+fn opaque_as_rgb(frame: Pixels) -> Pixels {
+    if frame.layout != Layout::Rgba8 || frame.data.chunks_exact(4).any(|p| p[3] != 255) {
+        return frame;
+    }
+    Pixels {
+        layout: Layout::Rgb8,
+        data: frame
+            .data
+            .chunks_exact(4)
+            .flat_map(|p| [p[0], p[1], p[2]])
+            .collect(),
+        ..frame
+    }
 }
 
 /// The animated WebP sibling of a stored animated GIF variant (made on first request):

@@ -187,32 +187,35 @@ fn the_sibling_made_on_first_request_is_an_animated_webp() {
     assert_eq!(webp_plays(&webp), None);
 }
 
-/// Disposal, frame offsets and transparency on a 40x40 screen:
+/// Disposal, frame offsets and transparency on a 40x40 screen, every length times `unit`:
 /// 1. red, the whole screen (kept);
 /// 2. 20x20 at 10,10, its left half transparent, its right half blue (then cleared to
 ///    background, which browsers show transparent);
 /// 3. green, 10x10 at 0,0 (then restored to what was under it);
 /// 4. white, 6x6 at 34,34.
-fn disposal_gif() -> Vec<u8> {
-    let half_transparent: Vec<u8> = (0..400).map(|i| u8::from(i % 20 >= 10)).collect();
+fn disposal_gif(unit: u16) -> Vec<u8> {
+    let side = 20 * unit;
+    let half_transparent: Vec<u8> = (0..usize::from(side) * usize::from(side))
+        .map(|i| u8::from(i % usize::from(side) >= usize::from(side / 2)))
+        .collect();
     hostile::gif_animation(
-        40,
-        40,
+        40 * unit,
+        40 * unit,
         gif::Repeat::Infinite,
         &[
-            GifFrame::filled(0, 0, 40, 40, RED),
+            GifFrame::filled(0, 0, 40 * unit, 40 * unit, RED),
             GifFrame {
                 palette: [[9, 9, 9], BLUE].concat(),
                 indices: half_transparent,
                 transparent: Some(0),
                 dispose: gif::DisposalMethod::Background,
-                ..GifFrame::filled(10, 10, 20, 20, BLUE)
+                ..GifFrame::filled(10 * unit, 10 * unit, side, side, BLUE)
             },
             GifFrame {
                 dispose: gif::DisposalMethod::Previous,
-                ..GifFrame::filled(0, 0, 10, 10, GREEN)
+                ..GifFrame::filled(0, 0, 10 * unit, 10 * unit, GREEN)
             },
-            GifFrame::filled(34, 34, 6, 6, WHITE),
+            GifFrame::filled(34 * unit, 34 * unit, 6 * unit, 6 * unit, WHITE),
         ],
     )
 }
@@ -251,11 +254,14 @@ const DISPOSAL_EXPECTED: [[Point; 5]; 4] = [
     ],
 ];
 
-fn assert_shows(frames: &[(RgbaImage, u32)], tolerance: i32, what: &str) {
+/// Asserts that `frames` show what [`DISPOSAL_EXPECTED`] says, on a screen of 40 units of
+/// `unit` pixels.
+fn assert_shows(frames: &[(RgbaImage, u32)], unit: f64, tolerance: i32, what: &str) {
     assert_eq!(frames.len(), 4, "{what}");
     for (number, ((image, _), points)) in frames.iter().zip(DISPOSAL_EXPECTED).enumerate() {
         for (x, y, expected) in points {
-            let pixel = rgba_at(image, x, y);
+            let at = |v: u32| ((f64::from(v) + 0.5) * unit) as u32;
+            let pixel = rgba_at(image, at(x), at(y));
             let ok = match expected {
                 Some(rgb) => near(pixel, rgb, tolerance),
                 None => pixel[3] == 0,
@@ -271,7 +277,7 @@ fn assert_shows(frames: &[(RgbaImage, u32)], tolerance: i32, what: &str) {
 
 #[test]
 fn frames_are_composited_as_browsers_show_them() {
-    let bytes = disposal_gif();
+    let bytes = disposal_gif(1);
     // Our decoder.
     let header = sniff::read_header(&bytes, &ImageLimits::default()).expect("header");
     assert_eq!(header.frames, 4);
@@ -286,16 +292,63 @@ fn frames_are_composited_as_browsers_show_them() {
             )
         })
         .collect();
-    assert_shows(&ours, 0, "the source as composited");
-    // The variants (all 40x40: encoded once), read back by `image`'s decoder: the same
-    // pictures, however their frames were cut and disposed of.
+    assert_shows(&ours, 1.0, 0, "the source as composited");
+    // Smaller than every box: each variant is the original's frames, copied; the WebP
+    // siblings are lossy, transparency kept.
     let processed = process(&bytes, &ImageLimits::default()).expect("processes");
     for variant in &processed.variants {
-        assert_shows(&gif_frames_of(&variant.bytes), 0, variant.name);
+        assert_shows(&gif_frames_of(&variant.bytes), 1.0, 0, variant.name);
     }
-    // The WebP sibling: lossy, transparency kept.
     let thumbnail = processed.variants[4].webp.as_deref().expect("a sibling");
-    assert_shows(&webp_frames_of(thumbnail), 24, "the thumbnail's WebP");
+    assert_shows(&webp_frames_of(thumbnail), 1.0, 24, "the thumbnail's WebP");
+}
+
+#[test]
+fn resized_variants_show_each_frame_as_the_original_does() {
+    // 400x400: big, large and medium are the original's frames, copied; small (320) and
+    // thumbnail (150) are resized, each frame cut to what changed and disposed of as the
+    // next one needs. Read back by `image`'s decoder, they show what the original does.
+    let bytes = disposal_gif(10);
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
+    for variant in &processed.variants {
+        let unit = f64::from(variant.width) / 40.0;
+        assert_shows(&gif_frames_of(&variant.bytes), unit, 8, variant.name);
+        if let Some(webp) = &variant.webp {
+            let what = format!("{}'s WebP", variant.name);
+            assert_shows(&webp_frames_of(webp), unit, 24, &what);
+        }
+    }
+    // What a frame that changes nothing, and a frame that turns pixels transparent, cost:
+    // the thumbnail's frames after the first are small.
+    assert!(
+        processed.variants[4].bytes.len() < 2_000,
+        "{}",
+        processed.variants[4].bytes.len()
+    );
+}
+
+#[test]
+fn copied_variants_leave_out_the_metadata() {
+    let mut bytes = disposal_gif(1);
+    let first_frame = bytes
+        .windows(2)
+        .position(|w| w == [0x21, 0xF9])
+        .expect("a graphic control extension");
+    // A comment and an XMP packet before the first frame.
+    let mut metadata = vec![0x21, 0xFE, 7];
+    metadata.extend(b"secret!");
+    metadata.extend([0, 0x21, 0xFF, 11]);
+    metadata.extend(b"XMP DataXMP");
+    metadata.extend([5]);
+    metadata.extend(b"<x:x>");
+    metadata.push(0);
+    bytes.splice(first_frame..first_frame, metadata);
+    let processed = process(&bytes, &ImageLimits::default()).expect("processes");
+    let big = &processed.variants[0].bytes;
+    assert!(!big.windows(7).any(|w| w == b"secret!"), "no comment");
+    assert!(!big.windows(8).any(|w| w == b"XMP Data"), "no XMP");
+    assert_shows(&gif_frames_of(big), 1.0, 0, "the copy");
+    assert_eq!(gif_repeat(big), gif::Repeat::Infinite);
 }
 
 #[test]
@@ -420,6 +473,20 @@ fn animations_over_the_frame_limits_are_refused_with_a_413() {
         ),
         "{err}"
     );
+    // docs/api.md quotes both refusals as they are.
+    let api = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md"))
+        .expect("docs/api.md");
+    let api = api.split_whitespace().collect::<Vec<_>>().join(" ");
+    let frames = process(&hostile::gif_bomb(2, 2, 1_001), &limits).expect_err("frames");
+    for err in [&err, &frames] {
+        let ApiError::TooLarge(message) = err else {
+            panic!("a 413: {err:?}");
+        };
+        assert!(
+            api.contains(&format!("`{message}`")),
+            "docs/api.md quotes {message}"
+        );
+    }
     // At the limit: accepted by the checks.
     let info = inspect(&hostile::gif_bomb(1000, 1000, 50), &limits).expect("at the limit");
     assert_eq!((info.width, info.height), (1000, 1000));

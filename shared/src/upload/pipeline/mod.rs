@@ -28,6 +28,7 @@ mod codec;
 mod colour;
 pub mod format;
 mod gif_codec;
+mod gif_copy;
 #[cfg(test)]
 mod hostile;
 #[cfg(test)]

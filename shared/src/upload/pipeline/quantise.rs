@@ -25,33 +25,44 @@ const MAX_LEARNING_PIXELS: usize = 65_536;
 /// The distinct opaque colours (RGB triples) of RGBA `pixels` whose alpha is not 0, if
 /// there are at most `max` (at most 256).
 pub(super) fn colours_of(pixels: &[u8], max: usize) -> Option<Vec<u8>> {
+    let opaque = pixels.chunks_exact(4).filter(|p| p[3] != 0);
+    exact(opaque, max).map(|(palette, _)| palette)
+}
+
+/// The distinct colours of `pixels` (RGB triples, in order of first use) and each pixel's
+/// index, if there are at most `max` (at most 256). A run of equal pixels is looked up once.
+fn exact<'a>(pixels: impl Iterator<Item = &'a [u8]>, max: usize) -> Option<(Vec<u8>, Vec<u8>)> {
     let mut table = ColourTable::new();
     let mut palette = Vec::new();
-    for p in pixels.chunks_exact(4).filter(|p| p[3] != 0) {
-        if table.get(p).is_none() {
-            if palette.len() / 3 == max.min(256) {
-                return None;
-            }
-            table.insert(p, (palette.len() / 3) as u8);
-            palette.extend_from_slice(&p[..3]);
-        }
+    let mut indices = Vec::new();
+    let mut last: Option<(&[u8], u8)> = None;
+    for p in pixels {
+        let index = match last {
+            Some((q, index)) if q[..3] == p[..3] => index,
+            _ => match table.get(p) {
+                Some(index) => index,
+                None => {
+                    if palette.len() / 3 == max.min(256) {
+                        return None;
+                    }
+                    let index = (palette.len() / 3) as u8;
+                    table.insert(p, index);
+                    palette.extend_from_slice(&p[..3]);
+                    index
+                }
+            },
+        };
+        last = Some((p, index));
+        indices.push(index);
     }
-    Some(palette)
+    Some((palette, indices))
 }
 
 /// A palette of at most 255 colours (RGB triples) for the opaque RGBA `colours`, and each
 /// one's index. `source`: the colours the frame was made from, if at most 256.
 pub(super) fn quantise(colours: &[u8], source: Option<&[u8]>) -> (Vec<u8>, Vec<u8>) {
-    if let Some(palette) = colours_of(colours, 255) {
-        let mut table = ColourTable::new();
-        for (index, rgb) in palette.chunks_exact(3).enumerate() {
-            table.insert(rgb, index as u8);
-        }
-        let indices = colours
-            .chunks_exact(4)
-            .map(|p| table.get(p).unwrap_or(0))
-            .collect();
-        return (palette, indices);
+    if let Some(exact) = exact(colours.chunks_exact(4), 255) {
+        return exact;
     }
     if let Some(source) = source.filter(|s| !s.is_empty() && s.len() / 3 <= 256) {
         let palette = at_most_255(source);
