@@ -58,7 +58,8 @@ def measure(entry):
         "today": {f["file"].split(".")[0][len("today-"):]: {"bytes": f["bytes"], "score": score(f["file"])}
                   for f in entry["files"] if f["file"].startswith("today-")},
     }
-    for fmt, rungs in ladders(entry).items():
+    formats = ladders(entry)
+    for fmt, rungs in formats.items():
         lo, hi = 0, len(rungs) - 1
         if score(rungs[hi][1]) < target:
             equal = None
@@ -81,7 +82,7 @@ def measure(entry):
             "rungs": [{"quality": q, "bytes": b} for q, _, b in rungs],
             "scores": {f: scores[f] for _, f, _ in rungs if f in scores},
         }
-    return result, [(fmt, q, f) for fmt, rungs in ladders(entry).items() for q, f, _ in rungs]
+    return result, [(fmt, q, f) for fmt, rungs in formats.items() for q, f, _ in rungs]
 
 
 def score_one(args):
@@ -126,63 +127,59 @@ def main():
     print("Bytes at the JPEG variant's fidelity (SSIMULACRA2 against the variant's pixels before encoding), median over the images with that size:\n")
     print("| format | size | images | JPEG score (median) | quality at equal score (median) | bytes against the JPEG (median) | not reached |")
     print("|---|---|---|---|---|---|---|")
-    summary = {}
-    for fmt in formats:
-        for size in sizes:
-            rows = [r for r in results if r["size"] == size and fmt in r["formats"]]
-            if not rows:
-                continue
-            reached = [r for r in rows if r["formats"][fmt]["equal"]]
-            ratios = [r["formats"][fmt]["equal"]["bytes"] / r["jpeg"]["bytes"] for r in reached]
-            # An image whose top rung stays below the JPEG counts as no saving at best.
-            ratios += [float("inf")] * (len(rows) - len(reached))
-            quality = [r["formats"][fmt]["equal"]["quality"] for r in reached]
-            median_ratio = statistics.median(ratios)
-            summary[(fmt, size)] = median_ratio
-            equal_quality = f"{statistics.median(quality):.0f}" if quality else "-"
-            print(f"| {fmt} | {size} | {len(rows)} | {statistics.median(r['jpeg']['score'] for r in rows):.1f} | "
-                  f"{equal_quality} | {fmt_ratio(median_ratio)} | {len(rows) - len(reached)} |")
+    for fmt, size, rows in groups(results, formats, sizes, "formats"):
+        reached = [r for r in rows if r["formats"][fmt]["equal"]]
+        ratios = [r["formats"][fmt]["equal"]["bytes"] / r["jpeg"]["bytes"] for r in reached]
+        # An image whose top rung stays below the JPEG counts as no saving at best.
+        ratios += [float("inf")] * (len(rows) - len(reached))
+        quality = [r["formats"][fmt]["equal"]["quality"] for r in reached]
+        median_ratio = statistics.median(ratios)
+        equal_quality = f"{statistics.median(quality):.0f}" if quality else "-"
+        print(f"| {fmt} | {size} | {len(rows)} | {statistics.median(r['jpeg']['score'] for r in rows):.1f} | "
+              f"{equal_quality} | {fmt_ratio(median_ratio)} | {len(rows) - len(reached)} |")
     todays = sorted({fmt for r in results for fmt in r["today"]})
     if todays:
         print("\nThe siblings as made before this measurement, against the JPEG, median over the images:\n")
         print("| sibling | size | images | score minus the JPEG's | bytes against the JPEG |")
         print("|---|---|---|---|---|")
-        for fmt in todays:
-            for size in sizes:
-                rows = [r for r in results if r["size"] == size and fmt in r["today"]]
-                if rows:
-                    print(f"| {fmt} | {size} | {len(rows)} | "
-                          f"{statistics.median(r['today'][fmt]['score'] - r['jpeg']['score'] for r in rows):+.1f} | "
-                          f"{fmt_ratio(statistics.median(r['today'][fmt]['bytes'] / r['jpeg']['bytes'] for r in rows))} |")
+        for fmt, size, rows in groups(results, todays, sizes, "today"):
+            print(f"| {fmt} | {size} | {len(rows)} | "
+                  f"{statistics.median(r['today'][fmt]['score'] - r['jpeg']['score'] for r in rows):+.1f} | "
+                  f"{fmt_ratio(statistics.median(r['today'][fmt]['bytes'] / r['jpeg']['bytes'] for r in rows))} |")
     print()
     print("The chosen quality: the lowest rung at which at least half the images score at or above their JPEG; at it, median over the images:\n")
     print("| format | size | chosen quality | score minus the JPEG's | bytes against the JPEG |")
     print("|---|---|---|---|---|")
     chosen = {}
-    for fmt in formats:
-        for size in sizes:
-            rows = [r for r in results if r["size"] == size and fmt in r["formats"]]
-            if not rows:
-                continue
-            rungs = rows[0]["formats"][fmt]["rungs"]
-            pick = None
-            for rung in rungs:
-                at = [(r["formats"][fmt]["scores"][name_of(r, fmt, rung["quality"])] - r["jpeg"]["score"],
-                       bytes_of(r, fmt, rung["quality"]) / r["jpeg"]["bytes"]) for r in rows]
-                if sum(1 for delta, _ in at if delta >= 0) * 2 >= len(at):
-                    pick = (rung["quality"], at)
-                    break
-            if pick is None:
-                print(f"| {fmt} | {size} | none reaches it | | |")
-                continue
-            q, at = pick
-            chosen[f"{fmt}/{size}"] = q
-            print(f"| {fmt} | {size} | {q:g} | {statistics.median(d for d, _ in at):+.1f} | "
-                  f"{fmt_ratio(statistics.median(b for _, b in at))} |")
+    for fmt, size, rows in groups(results, formats, sizes, "formats"):
+        rungs = rows[0]["formats"][fmt]["rungs"]
+        pick = None
+        for rung in rungs:
+            at = [(r["formats"][fmt]["scores"][name_of(r, fmt, rung["quality"])] - r["jpeg"]["score"],
+                   bytes_of(r, fmt, rung["quality"]) / r["jpeg"]["bytes"]) for r in rows]
+            if sum(1 for delta, _ in at if delta >= 0) * 2 >= len(at):
+                pick = (rung["quality"], at)
+                break
+        if pick is None:
+            print(f"| {fmt} | {size} | none reaches it | | |")
+            continue
+        q, at = pick
+        chosen[f"{fmt}/{size}"] = q
+        print(f"| {fmt} | {size} | {q:g} | {statistics.median(d for d, _ in at):+.1f} | "
+              f"{fmt_ratio(statistics.median(b for _, b in at))} |")
     out = os.path.join(os.path.dirname(os.path.abspath(args.manifests[0])), "results.json")
     with open(out, "w") as f:
         json.dump({"results": results, "chosen": chosen}, f, indent=1)
     print(f"\nresults: {out}")
+
+
+def groups(results, formats, sizes, kind):
+    """(format, size, the results with that size and format under `kind`), for each pair that has any."""
+    for fmt in formats:
+        for size in sizes:
+            rows = [r for r in results if r["size"] == size and fmt in r[kind]]
+            if rows:
+                yield fmt, size, rows
 
 
 def name_of(result, fmt, quality):

@@ -13,11 +13,8 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use base64::Engine;
 use image::codecs::gif::{GifEncoder, Repeat};
 use image::{Delay, Frame, Rgba, RgbaImage};
-use serde_json::json;
-use sitehost::local::client::PartnerClient;
 
 use crate::docs_page::chromium;
 use crate::support::serve;
@@ -104,17 +101,8 @@ async fn an_img_of_an_animated_gif_variant_is_an_animation_in_chromium() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
     let server = serve(&data);
-    let client = PartnerClient::new(&server.base, &server.key, &server.secret);
-    let file = base64::engine::general_purpose::STANDARD.encode(animated_gif());
-    let made = client
-        .post(
-            "/api/v2/images/",
-            &json!({"upload": {"name": "banner.gif", "file": file}, "site_id": 7}),
-        )
-        .await
-        .expect("upload");
-    assert_eq!(made.status, 201, "{}", made.body);
-    let medium = made.body["variants"]["medium"]["path"]
+    let made = server.upload("banner.gif", &animated_gif()).await;
+    let medium = made["variants"]["medium"]["path"]
         .as_str()
         .expect("the medium variant's path");
     assert!(medium.ends_with(".medium.gif"), "{medium}");

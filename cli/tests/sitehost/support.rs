@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use sitehost::api::App;
 use sitehost::config::{Config, OriginSecret};
+use sitehost::local::client::PartnerClient;
 use sitehost::store::Stores;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sitehost");
@@ -40,6 +41,25 @@ impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Serve {
+    /// Uploads `bytes` as base64 under `name` into site 7 with the serve's key, and answers
+    /// the image object (the upload must be a 201).
+    pub async fn upload(&self, name: &str, bytes: &[u8]) -> serde_json::Value {
+        use base64::Engine;
+        let client = PartnerClient::new(&self.base, &self.key, &self.secret);
+        let file = base64::engine::general_purpose::STANDARD.encode(bytes);
+        let made = client
+            .post(
+                "/api/v2/images/",
+                &serde_json::json!({"upload": {"name": name, "file": file}, "site_id": 7}),
+            )
+            .await
+            .expect("upload");
+        assert_eq!(made.status, 201, "{}", made.body);
+        made.body
     }
 }
 

@@ -8,9 +8,7 @@
 
 use std::path::Path;
 
-use base64::Engine;
-use serde_json::{json, Value};
-use sitehost::local::client::PartnerClient;
+use serde_json::Value;
 
 use crate::docs_page::{chromium, headless};
 use crate::support::serve;
@@ -87,19 +85,10 @@ async fn an_img_of_a_small_jpeg_variant_gets_its_avif_sibling_in_chromium() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
     let server = serve(&data);
-    let client = PartnerClient::new(&server.base, &server.key, &server.secret);
-    let file = base64::engine::general_purpose::STANDARD.encode(jpeg());
-    let made = client
-        .post(
-            "/api/v2/images/",
-            &json!({"upload": {"name": "shop.jpg", "file": file}, "site_id": 7}),
-        )
-        .await
-        .expect("upload");
-    assert_eq!(made.status, 201, "{}", made.body);
+    let made = server.upload("shop.jpg", &jpeg()).await;
     // The small variant: its AVIF, the cheapest to make on the first request but the
     // thumbnail's, is made by the test build's serve in well under a second.
-    let small = made.body["variants"]["small"]["path"]
+    let small = made["variants"]["small"]["path"]
         .as_str()
         .expect("the small variant's path");
     assert!(small.ends_with(".small.jpg"), "{small}");

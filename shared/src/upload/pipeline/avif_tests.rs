@@ -3,20 +3,11 @@
 //! decoder is linked here: the files' boxes say what they hold, and the page test
 //! (cli/tests/sitehost/webp_page.rs) has Chromium decode one.
 
-use std::io::Cursor;
-
 use ::image::codecs::gif::GifEncoder;
 use ::image::{DynamicImage, Frame, GrayImage, Luma, Rgb, RgbImage, Rgba, RgbaImage};
 
+use super::sibling_tests::encoded;
 use super::*;
-
-fn encoded(image: &DynamicImage, format: ::image::ImageFormat) -> Vec<u8> {
-    let mut out = Cursor::new(Vec::new());
-    image
-        .write_to(&mut out, format)
-        .expect("test image encodes");
-    out.into_inner()
-}
 
 fn avif_of(variant: &[u8]) -> Option<Vec<u8>> {
     sibling_of_variant(variant, SiblingFormat::Avif, &ImageLimits::default()).expect("answered")

@@ -6,7 +6,7 @@ use ::image::{DynamicImage, GenericImageView, ImageReader, Rgb, RgbImage};
 
 use super::*;
 
-fn encoded(image: &DynamicImage, format: ::image::ImageFormat) -> Vec<u8> {
+pub(super) fn encoded(image: &DynamicImage, format: ::image::ImageFormat) -> Vec<u8> {
     let mut out = Cursor::new(Vec::new());
     image
         .write_to(&mut out, format)
