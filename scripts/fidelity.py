@@ -54,9 +54,9 @@ def measure(entry):
         "image": entry["image"], "size": entry["size"],
         "width": entry["width"], "height": entry["height"],
         "jpeg": {"bytes": jpeg_bytes, "score": target}, "formats": {},
-        # Files made as the service made them before (`today-<format>.<ext>`), scored as they are.
-        "today": {f["file"].split(".")[0][len("today-"):]: {"bytes": f["bytes"], "score": score(f["file"])}
-                  for f in entry["files"] if f["file"].startswith("today-")},
+        # The siblings as the service makes them (`served-<format>.<ext>`), scored as they are.
+        "served": {f["file"].split(".")[0][len("served-"):]: {"bytes": f["bytes"], "score": score(f["file"])}
+                   for f in entry["files"] if f["file"].startswith("served-")},
     }
     formats = ladders(entry)
     for fmt, rungs in formats.items():
@@ -137,15 +137,15 @@ def main():
         equal_quality = f"{statistics.median(quality):.0f}" if quality else "-"
         print(f"| {fmt} | {size} | {len(rows)} | {statistics.median(r['jpeg']['score'] for r in rows):.1f} | "
               f"{equal_quality} | {fmt_ratio(median_ratio)} | {len(rows) - len(reached)} |")
-    todays = sorted({fmt for r in results for fmt in r["today"]})
-    if todays:
-        print("\nThe siblings as made before this measurement, against the JPEG, median over the images:\n")
+    served = sorted({fmt for r in results for fmt in r["served"]})
+    if served:
+        print("\nThe siblings as served, against the JPEG, median over the images:\n")
         print("| sibling | size | images | score minus the JPEG's | bytes against the JPEG |")
         print("|---|---|---|---|---|")
-        for fmt, size, rows in groups(results, todays, sizes, "today"):
+        for fmt, size, rows in groups(results, served, sizes, "served"):
             print(f"| {fmt} | {size} | {len(rows)} | "
-                  f"{statistics.median(r['today'][fmt]['score'] - r['jpeg']['score'] for r in rows):+.1f} | "
-                  f"{fmt_ratio(statistics.median(r['today'][fmt]['bytes'] / r['jpeg']['bytes'] for r in rows))} |")
+                  f"{statistics.median(r['served'][fmt]['score'] - r['jpeg']['score'] for r in rows):+.1f} | "
+                  f"{fmt_ratio(statistics.median(r['served'][fmt]['bytes'] / r['jpeg']['bytes'] for r in rows))} |")
     print()
     print("The chosen quality: the lowest rung at which at least half the images score at or above their JPEG; at it, median over the images:\n")
     print("| format | size | chosen quality | score minus the JPEG's | bytes against the JPEG |")
