@@ -2,7 +2,7 @@
 //! own (serialised by it), the expected sRGB values come from the published P3-to-sRGB
 //! matrix, not from the library.
 
-use ::image::{DynamicImage, Rgb, RgbImage, Rgba, RgbaImage};
+use ::image::{DynamicImage, GenericImageView, Rgb, RgbImage, Rgba, RgbaImage};
 
 use super::tests::{
     close, decode, gradient, jpeg, png, png_chunk, rgb_at, webp_lossy, with_chunks, RED,

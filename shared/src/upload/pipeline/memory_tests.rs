@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use ::image::{DynamicImage, Rgba};
+use ::image::{DynamicImage, GenericImageView, Rgba};
 
 use super::tests::{
-    assert_refused, close, decode, gradient, memory, message, png, png_chunk, rgb_at, with_chunks,
+    assert_refused, close, decode, gradient, memory, message, png, rgb_at, with_chunks,
 };
 use super::*;
 use crate::image_record::fit;

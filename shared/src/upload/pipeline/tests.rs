@@ -5,7 +5,7 @@
 use std::io::Cursor;
 
 use ::image::codecs::gif::GifEncoder;
-use ::image::{DynamicImage, Frame, Rgb, RgbImage, Rgba, RgbaImage};
+use ::image::{DynamicImage, Frame, GenericImageView, Rgb, RgbImage, Rgba, RgbaImage};
 
 use super::*;
 

@@ -1,6 +1,6 @@
 //! The variants: their sizes, formats, alpha and metadata, on images generated here.
 
-use ::image::{DynamicImage, Rgb, RgbImage, Rgba, RgbaImage};
+use ::image::{DynamicImage, GenericImageView, Rgb, RgbImage, Rgba, RgbaImage};
 
 use super::tests::{
     close, decode, encode_with_image, exif_app1, gif_frames, gradient, half_transparent, jpeg, png,

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 use sitehost::auth::oauth1;
-use sitehost::clock::SystemClock;
+use sitehost::clock::{Clock, SystemClock};
 use sitehost::config::RequestBudgets;
 
 use super::{assert_over_budget, create, fifteen_seconds_into_this_minute};

@@ -11,7 +11,7 @@ mod idempotency;
 mod slow_clients;
 
 use serde_json::Value;
-use sitehost::clock::SystemClock;
+use sitehost::clock::{Clock, SystemClock};
 
 // The signing client, every reply checked against docs/openapi.json.
 use crate::support::openapi::CheckedClient;

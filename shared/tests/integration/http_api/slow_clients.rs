@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use sitehost::config::ServerLimits;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::support::app::TestApp;

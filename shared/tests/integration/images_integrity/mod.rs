@@ -15,8 +15,7 @@ mod sweeper;
 mod unknown_outcomes;
 
 use serde_json::{json, Value};
-use sitehost::clock::SystemClock;
-use sitehost::error::Result;
+use sitehost::clock::{Clock, SystemClock};
 use sitehost::image_record::{ImageQuery, NewImage};
 use sitehost::local::client::Reply;
 use sitehost::store::SharedStore;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use sitehost::clock::SystemClock;
+use sitehost::clock::{Clock, SystemClock};
 use sitehost::error::ApiError;
 use sitehost::image_record::{variant_path, NewImage, VARIANTS};
 use sitehost::s3::S3Files;

@@ -21,7 +21,7 @@ use sitehost::store::{
 };
 use sitehost::upload::sweep::sweep;
 
-use super::{all_images, later, record, status, upload_body};
+use super::{all_images, later, upload_body};
 use crate::support::app::TestApp;
 use crate::support::media::stored_files;
 

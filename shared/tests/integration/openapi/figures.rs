@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use sitehost::api::Operation;
 
-use super::{business, mib};
+use super::mib;
 use crate::support::openapi::document;
 
 /// A constant the crate keeps private (`const NAME: T = value;` in `file`, relative to

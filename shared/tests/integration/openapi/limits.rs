@@ -1,8 +1,6 @@
 //! The reference pages and docs/deploy.md state the same defaults as the code.
 
-use sitehost::api::params;
-
-use super::{business, mib};
+use super::mib;
 
 /// The reference pages (docs/configuration.md, budgets.md, api.md, authentication.md) and
 /// docs/deploy.md state the same defaults as the code.

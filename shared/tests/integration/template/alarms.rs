@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use serde_yaml::Value;
 
-use super::{actions, alarms, dimensions, functions, str_of, tagged, template};
+use super::{alarms, dimensions, functions, str_of, tagged, template};
 
 /// (namespace, metric name, dimensions) of a metric an alarm reads.
 type AlarmMetric = (String, String, BTreeSet<(String, String)>);

@@ -7,9 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_yaml::Value;
 
-use super::{
-    functions, globals_value, referenced, resources, str_of, tagged, template, workspace_root,
-};
+use super::{functions, globals_value, referenced, str_of, tagged, template, workspace_root};
 
 const CACHING_DISABLED: &str = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad";
 const ALL_VIEWER_EXCEPT_HOST_HEADER: &str = "b689b0a8-53d0-40ab-baf2-68738e2966ac";

@@ -3,7 +3,7 @@
 use serde_yaml::Value;
 use sitehost::api::Operation;
 
-use super::{dimensions, functions, globals_value, tagged, template};
+use super::{functions, globals_value, tagged, template};
 
 /// One metric row of a dashboard widget: namespace, name, dimension pairs and its stat
 /// (the row's own or the widget's).

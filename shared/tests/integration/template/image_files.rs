@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_yaml::Value;
 
-use super::{referenced, resources, str_of, tagged, template};
+use super::{referenced, str_of, tagged, template};
 
 /// The first cache behaviour of `/img/upload/`: a variant size's, the one all are alike to.
 fn variant_behaviour(config: &Value) -> &Value {

@@ -15,7 +15,7 @@
 
 use serde_yaml::Value;
 
-use super::{alarms, functions, not_equals, resources, tagged, template};
+use super::{not_equals, tagged, template};
 
 /// docs/operations.md restores the table to a point in time: the template keeps that
 /// possible.

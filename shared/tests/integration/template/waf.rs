@@ -4,7 +4,7 @@
 
 use serde_yaml::Value;
 
-use super::{not_equals, resources, str_of, tagged, template};
+use super::{not_equals, str_of, tagged, template};
 
 /// `0` or `"0"`: how CloudFormation compares a Number parameter.
 fn is_zero(value: &Value) -> bool {
