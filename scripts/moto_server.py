@@ -12,9 +12,9 @@ scripts/bench-writes start it as `.venv/bin/python scripts/moto_server.py -H HOS
 
 Both replace moto 5.2.5's code (checked below: a different moto fails to start, so a
 version bump is a deliberate re-check). Measured on the integration suite's longest test
-(`every_filter_and_combination`, 4,662 calls on one server): moto spent 80 s of CPU, 57%
-of it sorting tables in Query and 12% deep-copying them in TransactWriteItems
-(docs/development.md, CI's time).
+(`lists_match_a_reference_for_every_filter_and_combination`, 4,662 calls on one server):
+moto spent 80 s of CPU, 57% of it sorting tables in Query and 12% deep-copying them in
+TransactWriteItems (docs/development.md, CI's time).
 """
 import copy
 import sys

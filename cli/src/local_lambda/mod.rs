@@ -256,6 +256,7 @@ mod tests {
         }
     }
 
+    // Reads better whole: one runtime API and its impostor, tried in turn.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn another_local_process_can_neither_take_an_event_nor_answer_one() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

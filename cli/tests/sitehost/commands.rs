@@ -23,6 +23,7 @@ fn sitehost(args: &[&str], data_dir: &Path) -> (bool, String) {
     )
 }
 
+// Reads better whole: one data directory through first start, key changes and restarts.
 #[tokio::test]
 async fn first_start_prints_a_key_and_keys_change_without_restart() {
     let dir = tempfile::tempdir().expect("temp dir");

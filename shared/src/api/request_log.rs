@@ -591,6 +591,7 @@ mod tests {
 
     /// The whole path on `sitehost serve`'s app: an upload's line has its bytes and every
     /// stage, and the secret, signature and image bytes are nowhere in it.
+    // Reads better whole: one upload through the app, then every check on its one log line.
     #[cfg(all(feature = "images", feature = "local"))]
     #[tokio::test(flavor = "current_thread")]
     async fn an_upload_through_the_app_logs_its_bytes_and_stages() {

@@ -349,7 +349,7 @@ mod tests {
     }
 }
 
-/// The case list ImageFilesFunction is also held to (template_consistency.rs runs it there).
+/// The case list ImageFilesFunction is also held to (template/image_files.rs runs it there).
 #[cfg(test)]
 mod shared_cases {
     use super::chosen_sibling;

@@ -154,7 +154,8 @@ pub struct Config {
 
 /// 4560 KiB: its base64 is 6 MiB less 64 KiB, which leaves the rest of a Lambda event
 /// (headers, request context, JSON) room under Lambda's 6 MB payload limit
-/// (`a_maximum_size_upload_event_fits_the_lambda_payload_limit` in tests/lambda_events.rs).
+/// (`a_maximum_size_upload_event_fits_the_lambda_payload_limit` in
+/// tests/integration/lambda_events/payload_limits.rs).
 pub const DEFAULT_UPLOAD_MAX_BYTES: usize = 4_669_440;
 
 /// Business and image ids one instance reserves per update of the id sequence item. Every

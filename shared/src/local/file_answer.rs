@@ -165,6 +165,7 @@ mod tests {
         ))
     }
 
+    // Reads better whole: one image asked for with each Accept, each from what the last stored.
     #[tokio::test]
     async fn variants_are_answered_with_the_sibling_their_accept_chooses() {
         let dir = tempfile::tempdir().expect("dir");

@@ -7,7 +7,7 @@
 //! against `https://<frontend host>/...`.
 //!
 //! Each event runs through its function's handler under a fixed clock and a known key, as
-//! `lambda_events.rs` does: the right signature is accepted, and the same event with another
+//! `lambda_events/` does: the right signature is accepted, and the same event with another
 //! `X-Forwarded-Host` (a signature made for another host) is a 401; the event without the
 //! secret or with a wrong one is a 403 (not through the distribution). One event is sent
 //! straight to the execute-api domain and signed against it: a 403, whatever it claims in
@@ -65,6 +65,7 @@ struct Case {
     expect_status: u16,
 }
 
+// Reads better whole: a table, one row per event.
 fn cases() -> Vec<Case> {
     vec![
         Case {
@@ -309,6 +310,7 @@ fn read_event(case: &Case, index: usize) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+// Reads better whole: one loop over the events, each tried with every host and secret.
 #[tokio::test]
 async fn events_through_cloudfront_verify_against_the_frontend_host() {
     for (i, case) in cases().iter().enumerate() {
@@ -428,7 +430,7 @@ fn cloudfront_function_code() -> String {
 /// The CloudFront Function fails closed: only a request whose `CloudFront-Forwarded-Proto`
 /// is `https` goes on to the API. Plain HTTP, and a request whose protocol it cannot tell
 /// (the header missing or empty: the origin request policy no longer adds it), get the JSON
-/// 403. Run with node, as `template_consistency` runs it; skipped without node.
+/// 403. Run with node, as `template/image_files.rs` runs it; skipped without node.
 #[test]
 fn the_cloudfront_function_refuses_a_request_whose_protocol_it_cannot_tell() {
     let script = format!(

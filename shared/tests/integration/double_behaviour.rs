@@ -220,6 +220,7 @@ async fn of_two_transactions_on_one_item_one_commits_and_the_other_is_told_which
     table.delete().await;
 }
 
+// Reads better whole: one held transaction, and each single write tried while it holds.
 #[tokio::test]
 async fn single_writes_on_an_item_a_transaction_holds_fail_with_transaction_conflict() {
     let Some((table, client, double)) = table_behind_double(short_transactions(500)).await else {
@@ -622,6 +623,7 @@ async fn the_statistics_are_served_over_http_and_bad_requests_get_dynamodb_answe
 /// Transactions are measured on the empty table and again at the end: moto deep-copies
 /// the whole table once per action of a transaction (its rollback copy), so their rate
 /// falls as the table grows.
+// Reads better whole: a measurement, run alone: each rate is measured on the table the last left.
 #[tokio::test]
 #[ignore = "a measurement, not a test: several seconds of moto at full load"]
 async fn moto_rates_through_the_gate() {

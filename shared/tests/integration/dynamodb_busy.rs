@@ -17,6 +17,7 @@ use sitehost::store::{SharedStore, Stores};
 use crate::support;
 use crate::support::app::TestApp;
 
+// Reads better whole: one throttled table on moto; a split costs a table each.
 #[tokio::test]
 async fn a_throttled_partition_answers_503_with_retry_after_and_writes_nothing() {
     // One write unit a second, and a bucket of one: every transactional write (2 units at

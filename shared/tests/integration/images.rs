@@ -28,6 +28,7 @@ async fn start(allow_hosts: Vec<String>) -> TestApp {
         .await
 }
 
+// Reads better whole: one upload, then its files, detail, list and what is not served.
 #[tokio::test]
 async fn base64_upload_stores_original_and_variants_served_locally() {
     let server = start(Vec::new()).await;
@@ -120,6 +121,7 @@ async fn base64_upload_stores_original_and_variants_served_locally() {
     }
 }
 
+// Reads better whole: one URL upload, then its variants, links and another account's view of it.
 #[tokio::test]
 async fn url_upload_and_business_links() {
     let host = file_server(jpeg(300, 200), "image/jpeg").await;
@@ -204,6 +206,7 @@ async fn url_upload_and_business_links() {
     assert_eq!(wrong_business.status, 400, "{}", wrong_business.body);
 }
 
+// Reads better whole: every bad upload against one server, then one check that nothing was stored.
 #[tokio::test]
 async fn bad_uploads_are_refused_and_store_nothing() {
     let html_host = file_server(
@@ -360,7 +363,7 @@ async fn a_failed_file_write_leaves_no_record_and_no_files() {
 
 /// The record write and the check of its outcome both fail: whether a record exists is
 /// unknown, so the files stay (`sitehost files sweep` removes them once they are orphans;
-/// `images_integrity.rs` has the cases where the outcome can be found out).
+/// `images_integrity/unknown_outcomes.rs` has the cases where the outcome can be found out).
 #[tokio::test]
 async fn a_failed_record_write_that_cannot_be_checked_keeps_the_files() {
     let app = TestApp::embedded().await;
@@ -382,6 +385,7 @@ async fn a_failed_record_write_that_cannot_be_checked_keeps_the_files() {
 /// `DELETE /api/v2/images/<id>/` through `sitehost serve`: 204 and no body; the record, its
 /// place in lists and counts, and every file go (the paths answer 404); a second delete,
 /// another account's key and a logo are refused as documented.
+// Reads better whole: one image and one logo through each delete, each step from the last.
 #[tokio::test]
 async fn delete_removes_the_record_and_its_files_unless_it_is_a_logo() {
     let server = start(Vec::new()).await;

@@ -60,6 +60,7 @@ impl Aws {
     }
 }
 
+// Reads better whole: one image on moto through upload, siblings and delete (a table per split).
 #[tokio::test]
 async fn both_upload_forms_on_dynamodb_and_s3() {
     let Some(aws) = Aws::create().await else {
@@ -309,6 +310,7 @@ async fn table_items(
 /// point-in-time restore's roll back does; `sitehost files restore` then brings its files
 /// back from the versioned bucket, byte for byte. A dry run changes nothing, and a file
 /// with no earlier version is reported as lost.
+// Reads better whole: the restore drill is one sequence, each step on what the last left.
 #[tokio::test]
 async fn after_a_table_restore_the_deleted_files_come_back_from_their_versions() {
     use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};

@@ -37,6 +37,7 @@ async fn names(client: &CheckedClient, query: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+// Reads better whole: one business's locations through every route, each step from the last.
 #[tokio::test]
 async fn locations_are_the_business_locations_by_id() {
     let server = TestApp::spawn().await;

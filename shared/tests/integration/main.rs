@@ -26,5 +26,4 @@ mod sites_http;
 mod staged_uploads;
 mod store_contract;
 mod support;
-mod template_consistency;
-mod template_posture;
+mod template;

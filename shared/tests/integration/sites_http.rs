@@ -24,6 +24,7 @@ async fn business_with_locations(
     reply.body
 }
 
+// Reads better whole: one site through create, query, refusals, disable and enable.
 #[tokio::test]
 async fn sites_by_address_with_their_business_locations() {
     let server = TestApp::spawn().await;
@@ -116,6 +117,7 @@ async fn sites_by_address_with_their_business_locations() {
     assert_eq!(enabled.body["title"], "Harbour Cafe");
 }
 
+// Reads better whole: one site's posts seen by each key in turn, each step from the last.
 #[tokio::test]
 async fn posts_through_their_site_and_sub_ids() {
     let server = TestApp::spawn().await;

@@ -144,6 +144,7 @@ async fn a_staged_upload_makes_the_image_a_base64_upload_of_the_same_bytes_makes
     );
 }
 
+// Reads better whole: every refusal against one server, then one check that none made an image.
 #[tokio::test]
 async fn staged_upload_refusals_make_nothing() {
     let server = TestApp::builder()

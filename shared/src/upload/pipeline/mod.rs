@@ -26,6 +26,8 @@ mod avif;
 mod avif_tests;
 mod codec;
 mod colour;
+#[cfg(test)]
+mod colour_tests;
 pub mod format;
 mod gif_codec;
 mod gif_copy;
@@ -38,12 +40,18 @@ mod leniency_tests;
 mod libjpeg;
 #[doc(hidden)]
 pub mod measure;
+#[cfg(test)]
+mod memory_tests;
 mod one_variant;
+#[cfg(test)]
+mod orientation_tests;
 mod pixels;
 #[cfg(test)]
 mod proptests;
 mod quantise;
 mod refusal;
+#[cfg(test)]
+mod refusal_tests;
 mod repair;
 mod resize;
 mod sibling;
@@ -52,6 +60,8 @@ mod sibling_tests;
 mod sniff;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod variants_tests;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

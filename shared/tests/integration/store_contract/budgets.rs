@@ -31,7 +31,7 @@ async fn draw_many(
 
 /// A draw of several tokens (a write paying for its bytes) is all or nothing: refused, it
 /// leaves what is left to smaller draws, also when a large budget is drawn in chunks.
-pub async fn many_tokens_at_once(store: SharedStore) {
+pub async fn a_draw_of_many_tokens_is_all_or_nothing(store: SharedStore) {
     use BudgetDecision::{Admitted, Refused};
     use BudgetKind::Requests;
     let many = |key: &'static str, limit: u64, tokens: u64, second: i64| {
@@ -54,7 +54,7 @@ pub async fn many_tokens_at_once(store: SharedStore) {
     assert_eq!(singles, 9, "exactly the limit is admitted in all");
 }
 
-pub async fn budgets(store: SharedStore) {
+pub async fn a_budget_admits_its_limit_per_key_kind_and_window(store: SharedStore) {
     use BudgetDecision::{Admitted, Refused};
     use BudgetKind::{Requests, Uploads};
     for second in [0, 10, 20] {
@@ -120,7 +120,7 @@ pub async fn budgets(store: SharedStore) {
     );
 }
 
-pub async fn concurrent_budget_draws(store: SharedStore) {
+pub async fn concurrent_draws_admit_exactly_the_budget(store: SharedStore) {
     let tasks: Vec<_> = (0..20)
         .map(|i| {
             let store = store.clone();

@@ -2,7 +2,7 @@
 //! references and validation, and update semantics.
 
 use sitehost::business::{Business, BusinessOrder, BusinessPatch, NewBusiness};
-use sitehost::image_record::{ImageFilter, NewImage};
+use sitehost::image_record::{Image, ImageFilter, NewImage};
 use sitehost::store::SharedStore;
 
 use super::fixtures::{
@@ -10,7 +10,7 @@ use super::fixtures::{
     new_image, patch, pbid, sub, total, DAY1, DAY2,
 };
 
-pub async fn business_round_trip(store: SharedStore) {
+pub async fn a_created_business_is_read_back_as_stored(store: SharedStore) {
     let a = account(&store, "acme").await;
     let new = NewBusiness {
         business_name: "Joe's Pizza".into(),
@@ -49,12 +49,13 @@ pub async fn business_round_trip(store: SharedStore) {
     assert_eq!(total(&store, a, all()).await, 2);
 }
 
-pub async fn tenancy(store: SharedStore) {
-    let a = account(&store, "acme").await;
-    let b = account(&store, "globex").await;
+/// Two accounts; the first has a business of sub id `s` with an image.
+async fn two_accounts(store: &SharedStore) -> (i64, i64, Business, Image) {
+    let a = account(store, "acme").await;
+    let b = account(store, "globex").await;
     assert_ne!(a, b);
     let theirs = create(
-        &store,
+        store,
         a,
         NewBusiness {
             partner_sub_id: Some("s".into()),
@@ -64,7 +65,7 @@ pub async fn tenancy(store: SharedStore) {
     )
     .await;
     let their_image = image(
-        &store,
+        store,
         a,
         NewImage {
             partner_sub_id: Some("s".into()),
@@ -73,7 +74,11 @@ pub async fn tenancy(store: SharedStore) {
         DAY1,
     )
     .await;
+    (a, b, theirs, their_image)
+}
 
+pub async fn another_accounts_business_is_not_found_nor_changed(store: SharedStore) {
+    let (a, b, theirs, _) = two_accounts(&store).await;
     assert_eq!(store.get_business(b, theirs.id).await.expect("get"), None);
     let hijack = BusinessPatch {
         business_name: Some("Hacked".into()),
@@ -90,6 +95,10 @@ pub async fn tenancy(store: SharedStore) {
         store.get_business(a, theirs.id).await.expect("get"),
         Some(theirs.clone())
     );
+}
+
+pub async fn another_accounts_records_are_not_listed(store: SharedStore) {
+    let (_, b, theirs, their_image) = two_accounts(&store).await;
     for filter in [all(), sub("s"), deleted(false)] {
         let page = list(&store, b, filter, BusinessOrder::IdAsc, 0, 20).await;
         assert_eq!((page.items.len(), page.total_count), (0, 0));
@@ -113,8 +122,10 @@ pub async fn tenancy(store: SharedStore) {
     )
     .await;
     assert_eq!((by_business.items.len(), by_business.total_count), (0, 0));
+}
 
-    // Another account's image or business cannot be referenced.
+pub async fn another_accounts_image_or_business_cannot_be_referenced(store: SharedStore) {
+    let (a, b, theirs, their_image) = two_accounts(&store).await;
     let with_their_logo = NewBusiness {
         logo_image_id: Some(their_image.id),
         ..new_business("Globex")
@@ -163,7 +174,8 @@ pub async fn tenancy(store: SharedStore) {
     );
 }
 
-pub async fn logo_and_business_validation(store: SharedStore) {
+// Reads better whole: one business's logo refused, set, changed and cleared, step by step.
+pub async fn a_missing_logo_or_business_is_refused_and_writes_nothing(store: SharedStore) {
     let a = account(&store, "acme").await;
     let missing_logo = NewBusiness {
         logo_image_id: Some(999_999),
@@ -275,7 +287,8 @@ pub async fn logo_and_business_validation(store: SharedStore) {
     );
 }
 
-pub async fn update_semantics(store: SharedStore) {
+// Reads better whole: one business through its patches, each from the state the last left.
+pub async fn a_patch_changes_what_it_names_within_its_sub_id(store: SharedStore) {
     let a = account(&store, "acme").await;
     let b = create(
         &store,

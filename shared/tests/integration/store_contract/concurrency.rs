@@ -11,7 +11,7 @@ use super::fixtures::{
     DAY2,
 };
 
-pub async fn concurrent_creates(store: SharedStore) {
+pub async fn concurrent_creates_get_distinct_ids_and_exact_counts(store: SharedStore) {
     let a = account(&store, "acme").await;
     let mut before = BTreeSet::new();
     for i in 0..3 {
@@ -61,7 +61,8 @@ pub async fn concurrent_creates(store: SharedStore) {
     assert_eq!(by_name, odd.iter().map(|b| b.id).collect::<Vec<_>>());
 }
 
-pub async fn concurrent_patches(store: SharedStore) {
+// Reads better whole: rounds of racing patches, each checked against the record the last left.
+pub async fn concurrent_patches_of_one_business_all_land(store: SharedStore) {
     let a = account(&store, "acme").await;
     let b = create(&store, a, new_business("Shared"), DAY1).await;
     let logos = [
@@ -171,7 +172,7 @@ pub async fn concurrent_patches(store: SharedStore) {
 
 /// Creates, soft deletes, restores and renames of one account all at once: every count and
 /// every list stays exact, whichever counter lanes the writes landed on.
-pub async fn concurrent_deletes_restores_and_renames(store: SharedStore) {
+pub async fn concurrent_deletes_restores_and_renames_keep_counts_exact(store: SharedStore) {
     let a = account(&store, "acme").await;
     let mut ids_made = Vec::new();
     for i in 0..30 {

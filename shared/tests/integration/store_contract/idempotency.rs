@@ -30,11 +30,17 @@ async fn claim(
         .expect("claim")
 }
 
-pub async fn idempotency_keys(store: SharedStore) {
-    let answer = StoredAnswer {
+fn answer() -> StoredAnswer {
+    StoredAnswer {
         status: 201,
         location: "/api/v2/businesses/7/".into(),
-    };
+    }
+}
+
+/// A claim, a second claim of another request, and more of other accounts: the first
+/// request's answer is given back to it alone, for a day.
+pub async fn a_key_answers_its_own_request_for_a_day(store: SharedStore) {
+    let answer = answer();
     let k = key(1, "k");
     assert_eq!(claim(&store, &k, "fp-a", NOW).await, Claimed);
     assert_eq!(claim(&store, &k, "fp-a", NOW + 1).await, InProgress);
@@ -54,8 +60,21 @@ pub async fn idempotency_keys(store: SharedStore) {
     );
     assert_eq!(claim(&store, &k, "fp-b", NOW + 2).await, OtherRequest);
 
-    // Another API key of the same account reaches another record: not the answer, not
-    // the held key, not the fingerprint.
+    // A day later the key is new again.
+    let later = NOW + IDEMPOTENCY_KEY_SECS + 1;
+    assert_eq!(claim(&store, &k, "fp-b", later).await, Claimed);
+}
+
+/// Another API key of the same account reaches another record: not the answer, not the held
+/// key, not the fingerprint.
+pub async fn another_api_keys_claim_is_its_own_record(store: SharedStore) {
+    let answer = answer();
+    let k = key(1, "k");
+    claim(&store, &k, "fp-a", NOW).await;
+    store
+        .answer_idempotency_key(&k, "fp-a", &answer)
+        .await
+        .expect("answer");
     let other_key = |api_key| IdempotencyKey {
         account_id: 1,
         api_key,
@@ -76,7 +95,10 @@ pub async fn idempotency_keys(store: SharedStore) {
         Answered(answer.clone()),
         "nor does it change this key's record"
     );
-    // No (API key, value) pair runs into another, whatever characters either has.
+}
+
+/// No (API key, value) pair runs into another, whatever characters either has.
+pub async fn no_api_key_and_value_pair_runs_into_another(store: SharedStore) {
     let split = |api_key, value| IdempotencyKey {
         account_id: 1,
         api_key,
@@ -88,12 +110,10 @@ pub async fn idempotency_keys(store: SharedStore) {
         claim(&store, &split("a%23b", "c"), "fp", NOW).await,
         Claimed
     );
+}
 
-    // A day later the key is new again.
-    let later = NOW + IDEMPOTENCY_KEY_SECS + 1;
-    assert_eq!(claim(&store, &k, "fp-b", later).await, Claimed);
-
-    // A failed request gives its key back; an answer without a claim changes nothing.
+/// A failed request gives its key back; an answer without a claim changes nothing.
+pub async fn a_released_key_is_claimed_anew(store: SharedStore) {
     let released = key(1, "released");
     assert_eq!(claim(&store, &released, "fp", NOW).await, Claimed);
     store
@@ -110,8 +130,10 @@ pub async fn idempotency_keys(store: SharedStore) {
         InProgress,
         "another request's release does not free the key"
     );
+}
 
-    // A claim whose request died (no answer, no release) holds until its lease ends.
+/// A claim whose request died (no answer, no release) holds until its lease ends.
+pub async fn a_dead_requests_claim_holds_until_its_lease_ends(store: SharedStore) {
     let lease = key(1, "lease");
     assert_eq!(claim(&store, &lease, "fp", NOW).await, Claimed);
     let after_lease = NOW + IDEMPOTENCY_LEASE_SECS + 1;
@@ -120,8 +142,10 @@ pub async fn idempotency_keys(store: SharedStore) {
         claim(&store, &lease, "fp", after_lease + 1).await,
         InProgress
     );
+}
 
-    // Any visible ASCII, up to 255 characters.
+/// Any visible ASCII, up to 255 characters.
+pub async fn a_key_may_be_any_visible_ascii_up_to_255_characters(store: SharedStore) {
     let long = format!("{}\"#%", "k".repeat(252));
     assert_eq!(claim(&store, &key(1, &long), "fp", NOW).await, Claimed);
     assert_eq!(
@@ -131,7 +155,7 @@ pub async fn idempotency_keys(store: SharedStore) {
 }
 
 /// Many requests claiming one key at once: exactly one runs.
-pub async fn concurrent_idempotency_claims(store: SharedStore) {
+pub async fn of_concurrent_claims_of_one_key_exactly_one_runs(store: SharedStore) {
     let race = key(3, "race");
     let claims =
         futures_util::future::join_all((0..16).map(|_| claim(&store, &race, "fp", NOW))).await;

@@ -57,13 +57,23 @@ fn set_logo(logo: Option<i64>) -> BusinessPatch {
     }
 }
 
-/// The record, its entries in every scope and its counts go; a second delete, another
-/// account, another sub id: not found; the id stays barred.
-pub async fn image_deletes(store: SharedStore) {
-    let a = account(&store, "acme").await;
-    let other = account(&store, "other").await;
+/// An image of sub id north on a business of north, and one beside it, in the account
+/// acme; and another account.
+struct Deletable {
+    account: i64,
+    other: i64,
+    business: i64,
+    keep: Image,
+    gone: Image,
+    /// Every list `gone` is in, before it is deleted.
+    before: Vec<(u64, Vec<i64>)>,
+}
+
+async fn deletable(store: &SharedStore) -> Deletable {
+    let a = account(store, "acme").await;
+    let other = account(store, "other").await;
     let b = create(
-        &store,
+        store,
         a,
         NewBusiness {
             partner_sub_id: Some("north".into()),
@@ -73,14 +83,14 @@ pub async fn image_deletes(store: SharedStore) {
     )
     .await;
     let keep = image(
-        &store,
+        store,
         a,
         new_image("img/upload/k.jpg", Some(10), None),
         DAY1,
     )
     .await;
     let gone = image(
-        &store,
+        store,
         a,
         NewImage {
             partner_sub_id: Some("north".into()),
@@ -89,9 +99,28 @@ pub async fn image_deletes(store: SharedStore) {
         DAY1,
     )
     .await;
-    let before = lists(&store, a, &gone).await;
+    let before = lists(store, a, &gone).await;
     assert!(before.iter().all(|(_, ids)| ids.contains(&gone.id)));
 
+    Deletable {
+        account: a,
+        other,
+        business: b.id,
+        keep,
+        gone,
+        before,
+    }
+}
+
+/// Another account, another sub id: not found, and nothing changes.
+pub async fn another_accounts_or_sub_ids_delete_finds_no_image(store: SharedStore) {
+    let Deletable {
+        account: a,
+        other,
+        gone,
+        before,
+        ..
+    } = deletable(&store).await;
     // Not found for another account or another sub id; nothing changes.
     assert_eq!(
         store
@@ -108,7 +137,17 @@ pub async fn image_deletes(store: SharedStore) {
         None
     );
     assert_eq!(lists(&store, a, &gone).await, before);
+}
 
+/// The record, its entries in every scope and its counts go; a second delete: not found.
+pub async fn a_deleted_image_leaves_every_list_and_is_deleted_once(store: SharedStore) {
+    let Deletable {
+        account: a,
+        keep,
+        gone,
+        before,
+        ..
+    } = deletable(&store).await;
     // The sub id's own key deletes it.
     let deleted = store
         .delete_image(a, gone.id, Some("north"))
@@ -127,7 +166,20 @@ pub async fn image_deletes(store: SharedStore) {
         None
     );
     assert_eq!(lists(&store, a, &gone).await, without(&before, gone.id));
+}
 
+/// A deleted image's id is never recorded again, nor taken as a logo.
+pub async fn a_deleted_images_id_stays_barred(store: SharedStore) {
+    let Deletable {
+        account: a,
+        business,
+        gone,
+        ..
+    } = deletable(&store).await;
+    store
+        .delete_image(a, gone.id, Some("north"))
+        .await
+        .expect("delete");
     // The id is settled as never recorded again: the sweeper may remove its files, and no
     // late write can bring the record back.
     assert_eq!(
@@ -162,7 +214,7 @@ pub async fn image_deletes(store: SharedStore) {
     );
     assert_field_error(
         store
-            .update_business(a, b.id, None, set_logo(Some(gone.id)), DAY1)
+            .update_business(a, business, None, set_logo(Some(gone.id)), DAY1)
             .await,
         "logo_image_id",
     );
@@ -181,20 +233,11 @@ fn assert_logo_conflict(result: Result<Option<Image>, ApiError>, (id, name): (i6
 /// A logo is refused, naming its business, and stays;
 /// once no business has it as its logo (changed, removed), it can go. A soft-deleted
 /// business's logo counts: it can be restored.
-pub async fn image_logos_refuse_deletes(store: SharedStore) {
+// Reads better whole: one logo through its businesses' changes, each step from the last.
+pub async fn a_logo_is_deleted_only_once_no_business_has_it(store: SharedStore) {
     let a = account(&store, "acme").await;
     let logo = image(&store, a, new_image("img/upload/l.jpg", None, None), DAY1).await;
     let next = image(&store, a, new_image("img/upload/n.jpg", None, None), DAY1).await;
-    let north_logo = image(
-        &store,
-        a,
-        NewImage {
-            partner_sub_id: Some("north".into()),
-            ..new_image("img/upload/nl.jpg", None, None)
-        },
-        DAY1,
-    )
-    .await;
     let shop = create(
         &store,
         a,
@@ -280,9 +323,22 @@ pub async fn image_logos_refuse_deletes(store: SharedStore) {
         store.delete_image(a, next.id, None).await.expect("delete"),
         Some(next.clone())
     );
+}
 
-    // A business of sub id south cannot take north's image as its logo (not even from an
-    // unrestricted key), so north's own key can always delete it.
+/// A business of sub id south cannot take north's image as its logo (not even from an
+/// unrestricted key), so north's own key can always delete it.
+pub async fn another_sub_ids_image_never_becomes_a_logo_and_stays_deletable(store: SharedStore) {
+    let a = account(&store, "acme").await;
+    let north_logo = image(
+        &store,
+        a,
+        NewImage {
+            partner_sub_id: Some("north".into()),
+            ..new_image("img/upload/nl.jpg", None, None)
+        },
+        DAY1,
+    )
+    .await;
     let south = create(
         &store,
         a,
@@ -309,7 +365,7 @@ pub async fn image_logos_refuse_deletes(store: SharedStore) {
 
 /// A delete and a business write that sets the image as its logo, at once, many times
 /// over: exactly one wins, and a business's logo always exists.
-pub async fn concurrent_logo_and_delete(store: SharedStore) {
+pub async fn a_delete_racing_a_logo_write_never_leaves_a_missing_logo(store: SharedStore) {
     let a = account(&store, "acme").await;
     let mut outcomes = [0; 2];
     for round in 0..8 {

@@ -17,10 +17,12 @@ fn image_ids(page: &Page<Image>) -> Vec<i64> {
     page.items.iter().map(|i| i.id).collect()
 }
 
-pub async fn images(store: SharedStore) {
-    let a = account(&store, "acme").await;
-    let b1 = create(&store, a, new_business("One"), DAY1).await;
-    let b2 = create(&store, a, new_business("Two"), DAY1).await;
+/// Five images of acme over two sites and two businesses: (account, its businesses, the
+/// images in id order).
+async fn five_images(store: &SharedStore) -> (i64, [i64; 2], Vec<Image>) {
+    let a = account(store, "acme").await;
+    let b1 = create(store, a, new_business("One"), DAY1).await;
+    let b2 = create(store, a, new_business("Two"), DAY1).await;
     let specs = [
         (Some(10), Some(b1.id)),
         (Some(10), None),
@@ -32,7 +34,7 @@ pub async fn images(store: SharedStore) {
     for (i, (site, business)) in specs.into_iter().enumerate() {
         made.push(
             image(
-                &store,
+                store,
                 a,
                 new_image(&format!("img/upload/c{i}.jpg"), site, business),
                 DAY1 + i as i64,
@@ -40,6 +42,11 @@ pub async fn images(store: SharedStore) {
             .await,
         );
     }
+    (a, [b1.id, b2.id], made)
+}
+
+pub async fn an_image_is_stored_and_found_by_id(store: SharedStore) {
+    let (a, [b1, _], made) = five_images(&store).await;
     assert_eq!(
         made[0],
         Image {
@@ -50,7 +57,7 @@ pub async fn images(store: SharedStore) {
             width: 640,
             height: 480,
             site_id: Some(10),
-            business_id: Some(b1.id),
+            business_id: Some(b1),
             partner_sub_id: None,
             user_id: 7,
             added: DAY1,
@@ -74,6 +81,10 @@ pub async fn images(store: SharedStore) {
             .expect("get_image"),
         None
     );
+}
+
+pub async fn images_are_listed_by_id_both_ways(store: SharedStore) {
+    let (a, _, made) = five_images(&store).await;
     let id = |i: usize| made[i].id;
 
     let all_images = list_images(&store, a, ImageFilter::default(), false, 0, 100).await;
@@ -81,14 +92,19 @@ pub async fn images(store: SharedStore) {
     assert_eq!(all_images.total_count, 5);
     let desc = list_images(&store, a, ImageFilter::default(), true, 0, 100).await;
     assert_eq!(image_ids(&desc), vec![id(4), id(3), id(2), id(1), id(0)]);
+}
+
+pub async fn image_filters_by_site_and_business_select_their_images(store: SharedStore) {
+    let (a, [b1, b2], made) = five_images(&store).await;
+    let id = |i: usize| made[i].id;
 
     let cases = [
         (Some(10), None, vec![id(0), id(1)]),
         (Some(20), None, vec![id(2), id(4)]),
-        (None, Some(b1.id), vec![id(0), id(2)]),
-        (None, Some(b2.id), vec![id(3), id(4)]),
-        (Some(20), Some(b2.id), vec![id(4)]),
-        (Some(10), Some(b2.id), vec![]),
+        (None, Some(b1), vec![id(0), id(2)]),
+        (None, Some(b2), vec![id(3), id(4)]),
+        (Some(20), Some(b2), vec![id(4)]),
+        (Some(10), Some(b2), vec![]),
         (Some(99), None, vec![]),
     ];
     for (site_id, business_id, expected) in cases {
@@ -110,6 +126,11 @@ pub async fn images(store: SharedStore) {
             "{filter:?} -id"
         );
     }
+}
+
+pub async fn image_pages_keep_the_total_count(store: SharedStore) {
+    let (a, _, made) = five_images(&store).await;
+    let id = |i: usize| made[i].id;
     let mut pages = Vec::new();
     for offset in [0, 2, 4, 6] {
         let page = list_images(&store, a, ImageFilter::default(), true, offset, 2).await;
@@ -139,12 +160,19 @@ fn sub_filter(sub: Option<&str>, business_id: Option<i64>) -> ImageFilter {
     }
 }
 
-/// An image's sub id is stored, must match its business's, and is a list scope: a
-/// restricted list is one scope with its own count.
-pub async fn image_sub_ids(store: SharedStore) {
-    let a = account(&store, "acme").await;
+/// Businesses of sub id north and of none, and images of north (one of them attached to
+/// the north business), of south and of none (attached to the plain business).
+struct SubIdImages {
+    account: i64,
+    north: i64,
+    plain: i64,
+    images: [Image; 4],
+}
+
+async fn sub_id_images(store: &SharedStore) -> SubIdImages {
+    let a = account(store, "acme").await;
     let north = create(
-        &store,
+        store,
         a,
         NewBusiness {
             partner_sub_id: Some("north".into()),
@@ -153,35 +181,50 @@ pub async fn image_sub_ids(store: SharedStore) {
         DAY1,
     )
     .await;
-    let plain = create(&store, a, new_business("Plain"), DAY1).await;
+    let plain = create(store, a, new_business("Plain"), DAY1).await;
     let n1 = image(
-        &store,
+        store,
         a,
         image_of_sub("img/upload/n1.jpg", None, Some("north")),
         DAY1,
     )
     .await;
     let n2 = image(
-        &store,
+        store,
         a,
         image_of_sub("img/upload/n2.jpg", Some(north.id), Some("north")),
         DAY1,
     )
     .await;
     let s1 = image(
-        &store,
+        store,
         a,
         image_of_sub("img/upload/s1.jpg", None, Some("south")),
         DAY1,
     )
     .await;
     let none = image(
-        &store,
+        store,
         a,
         image_of_sub("img/upload/p1.jpg", Some(plain.id), None),
         DAY1,
     )
     .await;
+    SubIdImages {
+        account: a,
+        north: north.id,
+        plain: plain.id,
+        images: [n1, n2, s1, none],
+    }
+}
+
+/// An image's sub id is stored.
+pub async fn an_images_sub_id_is_stored(store: SharedStore) {
+    let SubIdImages {
+        account: a,
+        images: [_, n2, _, none],
+        ..
+    } = sub_id_images(&store).await;
     assert_eq!(n2.partner_sub_id.as_deref(), Some("north"));
     assert_eq!(
         store.get_image(a, n2.id).await.expect("get").as_ref(),
@@ -195,12 +238,21 @@ pub async fn image_sub_ids(store: SharedStore) {
             .and_then(|i| i.partner_sub_id),
         None
     );
+}
 
+/// An image's sub id must match its business's.
+pub async fn an_image_of_another_sub_id_than_its_business_is_refused(store: SharedStore) {
+    let SubIdImages {
+        account: a,
+        north,
+        plain,
+        ..
+    } = sub_id_images(&store).await;
     // The business must have the image's sub id (or none for an image without one).
     for (business, sub) in [
-        (north.id, Some("south")),
-        (north.id, None),
-        (plain.id, Some("north")),
+        (north, Some("south")),
+        (north, None),
+        (plain, Some("north")),
     ] {
         assert_field_error(
             store
@@ -213,20 +265,29 @@ pub async fn image_sub_ids(store: SharedStore) {
             "business_id",
         );
     }
+}
 
+/// A sub id is a list scope: a restricted list is one scope with its own count.
+pub async fn image_lists_of_a_sub_id_are_a_scope_with_its_own_count(store: SharedStore) {
+    let SubIdImages {
+        account: a,
+        north,
+        plain,
+        images: [n1, n2, s1, none],
+    } = sub_id_images(&store).await;
     let cases = [
         (sub_filter(None, None), vec![n1.id, n2.id, s1.id, none.id]),
         (sub_filter(Some("north"), None), vec![n1.id, n2.id]),
         (sub_filter(Some("south"), None), vec![s1.id]),
         (sub_filter(Some("east"), None), vec![]),
-        (sub_filter(Some("north"), Some(north.id)), vec![n2.id]),
-        (sub_filter(Some("south"), Some(north.id)), vec![]),
-        (sub_filter(Some("north"), Some(plain.id)), vec![]),
-        (sub_filter(None, Some(plain.id)), vec![none.id]),
+        (sub_filter(Some("north"), Some(north)), vec![n2.id]),
+        (sub_filter(Some("south"), Some(north)), vec![]),
+        (sub_filter(Some("north"), Some(plain)), vec![]),
+        (sub_filter(None, Some(plain)), vec![none.id]),
         (
             ImageFilter {
                 site_id: Some(10),
-                ..sub_filter(Some("north"), Some(north.id))
+                ..sub_filter(Some("north"), Some(north))
             },
             vec![n2.id],
         ),
@@ -252,7 +313,8 @@ pub async fn image_sub_ids(store: SharedStore) {
 
 /// With `restrict_sub_id`, a new logo must be an image of that sub id; a logo the
 /// business already has is kept whatever its sub id.
-pub async fn image_logos_and_sub_ids(store: SharedStore) {
+// Reads better whole: one business's logo tried with each key and image, each step from the last.
+pub async fn a_sub_restricted_key_sets_only_logos_of_its_sub_id(store: SharedStore) {
     let a = account(&store, "acme").await;
     let north_image = image(
         &store,
@@ -340,6 +402,7 @@ pub async fn image_logos_and_sub_ids(store: SharedStore) {
 /// A logo is an image of its business's sub id, or of none: a create or an update (a new
 /// logo, or a new sub id keeping its logo) with one of another sub id is a 400 on
 /// `logo_image_id`, whatever the key, and writes nothing.
+// Reads better whole: one south logo refused on create, then on each move of its business.
 pub async fn logos_of_another_sub_id_are_refused(store: SharedStore) {
     let a = account(&store, "acme").await;
     let south_image = image(
@@ -424,7 +487,8 @@ pub async fn logos_of_another_sub_id_are_refused(store: SharedStore) {
 
 /// Ids taken ahead of the record, and settling an id whose record write had an unknown
 /// outcome: a written record is returned; an unwritten id is barred for good.
-pub async fn image_ids_allocated_and_settled(store: SharedStore) {
+// Reads better whole: ids of one allocation, one recorded and one barred, seen side by side.
+pub async fn an_allocated_id_settles_to_its_record_or_is_barred(store: SharedStore) {
     let a = account(&store, "acme").await;
     let first = store.allocate_image_id().await.expect("allocate");
     let second = store.allocate_image_id().await.expect("allocate");

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use sitehost::account::{ApiKey, NewKey};
 use sitehost::store::SharedStore;
 
-pub async fn keys(store: SharedStore) {
+pub async fn an_account_is_ensured_once_per_name(store: SharedStore) {
     let acme = store.ensure_account("acme").await.expect("ensure");
     assert_eq!(acme.name, "acme");
     assert_eq!(
@@ -18,15 +18,30 @@ pub async fn keys(store: SharedStore) {
         store.ensure_account("globex").await.expect("ensure again"),
         globex
     );
+}
 
-    let new_key = |key: &str, user_id: Option<i64>, sub: Option<&str>, created: i64| NewKey {
+fn new_key(
+    account_id: i64,
+    key: &str,
+    user_id: Option<i64>,
+    sub: Option<&str>,
+    created: i64,
+) -> NewKey {
+    NewKey {
         key: key.into(),
         secret: format!("secret-of-{key}"),
-        account_id: acme.id,
+        account_id,
         user_id,
         partner_sub_id: sub.map(Into::into),
         created,
-    };
+    }
+}
+
+/// Four keys of acme (the second restricted to sub id `s1`), and one of globex with a user
+/// id given: (acme's id, acme's keys, globex's key).
+async fn keys_of_two_accounts(store: &SharedStore) -> (i64, Vec<ApiKey>, ApiKey) {
+    let acme = store.ensure_account("acme").await.expect("ensure").id;
+    let globex = store.ensure_account("globex").await.expect("ensure").id;
     let mut made: Vec<ApiKey> = Vec::new();
     for (i, key) in ["key-one", "key-two", "key-three", "key-four"]
         .into_iter()
@@ -35,20 +50,22 @@ pub async fn keys(store: SharedStore) {
         let sub = (i == 1).then_some("s1");
         made.push(
             store
-                .create_key(new_key(key, None, sub, 100 + i as i64))
+                .create_key(new_key(acme, key, None, sub, 100 + i as i64))
                 .await
                 .expect("create_key"),
         );
     }
     let fixed = store
-        .create_key(NewKey {
-            account_id: globex.id,
-            ..new_key("key-fixed", Some(42), None, 200)
-        })
+        .create_key(new_key(globex, "key-fixed", Some(42), None, 200))
         .await
         .expect("create_key");
     assert_eq!(fixed.user_id, 42);
-    assert_eq!(fixed.account_id, globex.id);
+    assert_eq!(fixed.account_id, globex);
+    (acme, made, fixed)
+}
+
+pub async fn created_keys_are_found_with_distinct_user_ids(store: SharedStore) {
+    let (acme, made, _) = keys_of_two_accounts(&store).await;
     let user_ids: BTreeSet<i64> = made.iter().map(|k| k.user_id).collect();
     assert_eq!(
         user_ids.len(),
@@ -60,7 +77,7 @@ pub async fn keys(store: SharedStore) {
         ApiKey {
             key: "key-two".into(),
             secret: "secret-of-key-two".into(),
-            account_id: acme.id,
+            account_id: acme,
             user_id: made[1].user_id,
             partner_sub_id: Some("s1".into()),
             revoked: false,
@@ -76,23 +93,30 @@ pub async fn keys(store: SharedStore) {
     assert_eq!(store.get_key("no-such-key").await.expect("get_key"), None);
     assert!(
         store
-            .create_key(new_key("key-one", None, None, 300))
+            .create_key(new_key(acme, "key-one", None, None, 300))
             .await
             .is_err(),
         "keys are unique"
     );
+}
 
-    let sorted = |mut keys: Vec<ApiKey>| {
-        keys.sort_by(|x, y| x.key.cmp(&y.key));
-        keys
-    };
+fn sorted(mut keys: Vec<ApiKey>) -> Vec<ApiKey> {
+    keys.sort_by(|x, y| x.key.cmp(&y.key));
+    keys
+}
+
+pub async fn every_key_of_every_account_is_listed(store: SharedStore) {
+    let (_, made, fixed) = keys_of_two_accounts(&store).await;
     let mut everything = made.clone();
     everything.push(fixed.clone());
     assert_eq!(
         sorted(store.list_keys().await.expect("list_keys")),
         sorted(everything.clone())
     );
+}
 
+pub async fn a_revoked_key_is_still_found_and_listed_as_revoked(store: SharedStore) {
+    let (_, made, _) = keys_of_two_accounts(&store).await;
     assert!(store.revoke_key("key-two").await.expect("revoke"));
     assert!(!store.revoke_key("no-such-key").await.expect("revoke"));
     assert!(
@@ -129,7 +153,7 @@ pub async fn keys(store: SharedStore) {
     assert_eq!(listed.len(), 5);
 }
 
-pub async fn nonces(store: SharedStore) {
+pub async fn a_nonce_is_accepted_once_until_it_expires(store: SharedStore) {
     let remember = |key: &'static str, nonce: &'static str, now: i64, expires_at: i64| {
         let store = store.clone();
         async move {

@@ -83,7 +83,8 @@ const SPECS: [Spec; 8] = [
     },
 ];
 
-pub async fn every_filter_and_combination(store: SharedStore) {
+// Reads better whole: most of it is the data set and the reference the lists are held to.
+pub async fn lists_match_a_reference_for_every_filter_and_combination(store: SharedStore) {
     let a = account(&store, "acme").await;
     let noise = account(&store, "noise").await;
     let mut created = Vec::new();
@@ -254,7 +255,8 @@ pub async fn every_filter_and_combination(store: SharedStore) {
         .await;
 }
 
-pub async fn every_order(store: SharedStore) {
+// Reads better whole: one set of names sorted every way, then renamed and sorted again.
+pub async fn every_order_sorts_by_name_with_accents_or_by_id(store: SharedStore) {
     let a = account(&store, "acme").await;
     let names = [
         "banana",
@@ -373,7 +375,8 @@ pub async fn every_order(store: SharedStore) {
     );
 }
 
-pub async fn paging(store: SharedStore) {
+// Reads better whole: one set of records paged whole, then within a filter.
+pub async fn pages_cover_a_list_once_with_and_without_a_filter(store: SharedStore) {
     let a = account(&store, "acme").await;
     let mut made = Vec::new();
     for i in 0..23 {
@@ -456,7 +459,8 @@ pub async fn paging(store: SharedStore) {
     assert_eq!(page.total_count, 15);
 }
 
-pub async fn counts_follow_writes(store: SharedStore) {
+// Reads better whole: every count checked after each write, each from the state the last left.
+pub async fn counts_follow_creates_deletes_and_moves(store: SharedStore) {
     let a = account(&store, "acme").await;
     let day1 = BusinessFilter {
         added_date: Some(utc_date(DAY1)),

@@ -28,7 +28,8 @@ fn edit(edit: LocationEdit) -> BusinessPatch {
     }
 }
 
-pub async fn locations_by_id_and_their_edits(store: SharedStore) {
+// Reads better whole: one location from its create to its removal, each step from the last.
+pub async fn a_location_is_found_edited_and_removed_by_its_id(store: SharedStore) {
     let a = account(&store, "acme").await;
     let other = account(&store, "other").await;
     let created = store
@@ -186,7 +187,7 @@ pub async fn locations_by_id_and_their_edits(store: SharedStore) {
 
 /// Twelve locations added to one business at once: every one is kept, each with its own
 /// id, as one business's writes race (the DynamoDB store re-reads and re-applies).
-pub async fn concurrent_location_creates(store: SharedStore) {
+pub async fn concurrent_location_creates_are_all_kept(store: SharedStore) {
     let a = account(&store, "acme").await;
     let business = store
         .create_business(a, new_business("Busy"), DAY1)

@@ -26,7 +26,8 @@ fn given(id: Option<i64>, fields: LocationFields) -> NewLocation {
     }
 }
 
-pub async fn services_and_locations_round_trip(store: SharedStore) {
+// Reads better whole: most of it is one business's services and locations written out.
+pub async fn services_and_locations_are_stored_with_their_own_ids(store: SharedStore) {
     let a = account(&store, "acme").await;
     let other = account(&store, "other").await;
     let harbour = LocationFields {
@@ -125,6 +126,7 @@ pub async fn services_and_locations_round_trip(store: SharedStore) {
     assert_eq!(page.items[0], created.business);
 }
 
+// Reads better whole: one business's lists through its updates, each from the state the last left.
 pub async fn updates_replace_services_and_locations(store: SharedStore) {
     let a = account(&store, "acme").await;
     let created = store

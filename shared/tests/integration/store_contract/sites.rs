@@ -73,7 +73,8 @@ fn deleted(value: bool) -> SitePatch {
     }
 }
 
-pub async fn sites_round_trip_and_addresses(store: SharedStore) {
+// Reads better whole: one address taken, freed and taken again, each step from the last.
+pub async fn an_active_site_holds_its_address_alone(store: SharedStore) {
     let a = account(&store, "acme").await;
     let b = account(&store, "other").await;
     let site = store
@@ -160,7 +161,8 @@ pub async fn sites_round_trip_and_addresses(store: SharedStore) {
     );
 }
 
-pub async fn site_filters_orders_and_sub_ids(store: SharedStore) {
+// Reads better whole: one set of sites listed every way, moved between scopes, listed again.
+pub async fn site_lists_follow_filters_orders_and_sub_ids(store: SharedStore) {
     let a = account(&store, "acme").await;
     let mut made = Vec::new();
     // "Éclair" sorts with the E's (collation), not after "z" as its bytes would.
@@ -293,7 +295,7 @@ pub async fn site_filters_orders_and_sub_ids(store: SharedStore) {
 }
 
 /// Of many creates at one address at once, exactly one is made.
-pub async fn concurrent_creates_at_one_address(store: SharedStore) {
+pub async fn of_concurrent_creates_at_one_address_exactly_one_is_made(store: SharedStore) {
     let a = account(&store, "acme").await;
     let tasks: Vec<_> = (0..12)
         .map(|i| {
@@ -322,7 +324,7 @@ pub async fn concurrent_creates_at_one_address(store: SharedStore) {
     );
 }
 
-pub async fn posts_round_trip_newest_first(store: SharedStore) {
+pub async fn posts_are_stored_and_listed_newest_first(store: SharedStore) {
     let a = account(&store, "acme").await;
     let b = account(&store, "other").await;
     let post = |title: &str, date: Option<i64>| NewPost {

@@ -17,7 +17,7 @@ fn session(upload_id: &str, partner_sub_id: Option<&str>) -> UploadSession {
     }
 }
 
-pub async fn upload_sessions(store: SharedStore) {
+pub async fn an_upload_session_is_used_once_and_kept_a_day_past_its_expiry(store: SharedStore) {
     let a = session("0123456789abcdef0123456789abcdef", Some("sub-1"));
     let b = session("fedcba9876543210fedcba9876543210", None);
     store.create_upload_session(&a, NOW).await.expect("create");

@@ -1,4 +1,4 @@
-//! The fixture behind the Lambda event tests (`lambda_events.rs`, `cloudfront_events.rs`):
+//! The fixture behind the Lambda event tests (`lambda_events/`, `cloudfront_events.rs`):
 //! an app on an embedded store holding one key, one business and one image, whose clock
 //! stands just after the time the events were signed.
 
@@ -51,6 +51,7 @@ pub async fn fixture_app_at(
 }
 
 /// [`fixture_app_at`] with a whole origin secret (one during a rotation, say).
+// Reads better whole: one fixture data set, written out.
 pub async fn fixture_app_with_secret(
     now: i64,
     fixture: &FixtureKey,
@@ -164,6 +165,7 @@ pub fn events_dir() -> PathBuf {
 
 /// Asserts what an operation answers on the fixture store (see [`fixture_app`]) to the
 /// sample events: the records the events create, read or change.
+// Reads better whole: one event's answer compared field by field with its fixture.
 pub fn assert_fixture_answer(operation: Operation, body: &Value, headers: &HeaderMap) {
     match operation {
         Operation::BusinessList => assert_eq!(body["meta"]["total_count"], 1),

@@ -1,4 +1,5 @@
 //! `template.yaml`'s going-live posture (docs/deploy.md, "Going live"):
+//! - the records table has point-in-time recovery (docs/operations.md restores it);
 //! - the files bucket is versioned; noncurrent versions expire after a parameter's days (at
 //!   least the table's 35 days of point-in-time recovery) and expired delete markers go;
 //! - a stack marked production is refused without a custom domain and certificate, and
@@ -14,7 +15,19 @@
 
 use serde_yaml::Value;
 
-use super::template_consistency::{not_equals, tagged, template};
+use super::{not_equals, tagged, template};
+
+/// docs/operations.md restores the table to a point in time: the template keeps that
+/// possible.
+#[test]
+fn the_records_table_has_point_in_time_recovery() {
+    let template = template();
+    let table = &template["Resources"]["RecordsTable"]["Properties"];
+    assert_eq!(
+        table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"].as_bool(),
+        Some(true)
+    );
+}
 
 fn refs(value: &Value) -> Option<&str> {
     tagged(value, "Ref").and_then(Value::as_str)
@@ -158,7 +171,7 @@ fn a_production_stack_needs_a_custom_domain_and_alarms_that_reach_someone() {
     assert_eq!(allowed, ["true", "false"]);
 
     // Both the domain and its certificate: only then is the viewer policy TLSv1.2_2021
-    // (template_consistency.rs holds the distribution's !If on HasCustomDomain).
+    // (cloudfront.rs holds the distribution's !If on HasCustomDomain).
     let domain = production_assertion(&template, "ProductionNeedsCustomDomain");
     let all = tagged(domain, "And").expect("!And [...]");
     assert_eq!(given(all), ["DomainName", "CertificateArn"]);
