@@ -21,7 +21,7 @@ use sitehost::error::{ApiError, Result};
 use sitehost::image_record::{
     sibling_path, variant_path, Image, ImageQuery, NewImage, SiblingFormat, VARIANTS,
 };
-use sitehost::local::client::{PartnerClient, Reply};
+use sitehost::local::client::{ClientResponse, PartnerClient};
 use sitehost::post::{NewPost, Post, PostPatch, PostQuery};
 use sitehost::s3::S3Files;
 use sitehost::site::{NewSite, Site, SitePatch, SiteQuery};
@@ -72,7 +72,9 @@ async fn list_ids(client: &PartnerClient, query: &str) -> (Vec<i64>, u64) {
     )
 }
 
-async fn status(reply: impl std::future::Future<Output = reqwest::Result<Reply>>) -> (u16, Value) {
+async fn status(
+    reply: impl std::future::Future<Output = reqwest::Result<ClientResponse>>,
+) -> (u16, Value) {
     let reply = reply.await.expect("request");
     (reply.status, reply.body)
 }
