@@ -8,9 +8,11 @@ and AVIF). For each format it finds, by bisection over its ladder, where its sco
 JPEG's:
   - equal-fidelity bytes: the bytes interpolated (linearly in score) between the two rungs
     around the JPEG's score; "not reached" when even the top rung scores below it;
-  - the chosen quality: per format and size, the lowest rung at which at least half the
-    images score at or above their JPEG, with its bytes against the JPEG's.
-Prints both tables (Markdown) and writes results.json beside the first manifest.
+  - equal-fidelity quality: the quality interpolated the same way (the settings in use are
+    its median per format and size, rounded).
+The siblings as the service serves them (`served-<format>.<ext>`) are scored too, against
+the JPEG's score and bytes. Prints both tables (Markdown) and writes results.json beside
+the first manifest.
 
     python scripts/fidelity.py MANIFEST... [--jobs N]
 """
@@ -54,9 +56,9 @@ def measure(entry):
         "image": entry["image"], "size": entry["size"],
         "width": entry["width"], "height": entry["height"],
         "jpeg": {"bytes": jpeg_bytes, "score": target}, "formats": {},
-        # Files made as the service made them before (`today-<format>.<ext>`), scored as they are.
-        "today": {f["file"].split(".")[0][len("today-"):]: {"bytes": f["bytes"], "score": score(f["file"])}
-                  for f in entry["files"] if f["file"].startswith("today-")},
+        # The siblings as the service makes them (`served-<format>.<ext>`), scored as they are.
+        "served": {f["file"].split(".")[0][len("served-"):]: {"bytes": f["bytes"], "score": score(f["file"])}
+                   for f in entry["files"] if f["file"].startswith("served-")},
     }
     formats = ladders(entry)
     for fmt, rungs in formats.items():
@@ -82,12 +84,7 @@ def measure(entry):
             "rungs": [{"quality": q, "bytes": b} for q, _, b in rungs],
             "scores": {f: scores[f] for _, f, _ in rungs if f in scores},
         }
-    return result, [(fmt, q, f) for fmt, rungs in formats.items() for q, f, _ in rungs]
-
-
-def score_one(args):
-    d, name = args
-    return compute_ssimulacra2(os.path.join(d, "ref.png"), os.path.join(d, name))
+    return result
 
 
 def main():
@@ -101,21 +98,8 @@ def main():
             manifest += json.load(f)
     if not manifest:
         raise SystemExit("fidelity: the manifest lists no image and size")
-    by_key = {(e["image"], e["size"]): e for e in manifest}
     with Pool(args.jobs) as pool:
-        measured = pool.map(measure, manifest, chunksize=1)
-        results = [r for r, _ in measured]
-        # The chosen quality needs every rung's score, bisection or not: score the missing
-        # ones, then pick per format and size.
-        missing = []
-        for r, rungs in measured:
-            e = by_key[(r["image"], r["size"])]
-            for fmt, _, name in rungs:
-                if name not in r["formats"][fmt]["scores"]:
-                    missing.append((r, fmt, e["dir"], name))
-        for (r, fmt, _, name), s in zip(missing, pool.map(score_one, [(d, n) for _, _, d, n in missing], chunksize=1)):
-            r["formats"][fmt]["scores"][name] = s
-
+        results = pool.map(measure, manifest, chunksize=1)
     for r in results:
         scores = [r["jpeg"]["score"]] + [v for f in r["formats"].values() for v in f["scores"].values()]
         if not all(math.isfinite(v) and v <= 100 for v in scores):
@@ -137,39 +121,18 @@ def main():
         equal_quality = f"{statistics.median(quality):.0f}" if quality else "-"
         print(f"| {fmt} | {size} | {len(rows)} | {statistics.median(r['jpeg']['score'] for r in rows):.1f} | "
               f"{equal_quality} | {fmt_ratio(median_ratio)} | {len(rows) - len(reached)} |")
-    todays = sorted({fmt for r in results for fmt in r["today"]})
-    if todays:
-        print("\nThe siblings as made before this measurement, against the JPEG, median over the images:\n")
+    served = sorted({fmt for r in results for fmt in r["served"]})
+    if served:
+        print("\nThe siblings as served, against the JPEG, median over the images:\n")
         print("| sibling | size | images | score minus the JPEG's | bytes against the JPEG |")
         print("|---|---|---|---|---|")
-        for fmt, size, rows in groups(results, todays, sizes, "today"):
+        for fmt, size, rows in groups(results, served, sizes, "served"):
             print(f"| {fmt} | {size} | {len(rows)} | "
-                  f"{statistics.median(r['today'][fmt]['score'] - r['jpeg']['score'] for r in rows):+.1f} | "
-                  f"{fmt_ratio(statistics.median(r['today'][fmt]['bytes'] / r['jpeg']['bytes'] for r in rows))} |")
-    print()
-    print("The chosen quality: the lowest rung at which at least half the images score at or above their JPEG; at it, median over the images:\n")
-    print("| format | size | chosen quality | score minus the JPEG's | bytes against the JPEG |")
-    print("|---|---|---|---|---|")
-    chosen = {}
-    for fmt, size, rows in groups(results, formats, sizes, "formats"):
-        rungs = rows[0]["formats"][fmt]["rungs"]
-        pick = None
-        for rung in rungs:
-            at = [(r["formats"][fmt]["scores"][name_of(r, fmt, rung["quality"])] - r["jpeg"]["score"],
-                   bytes_of(r, fmt, rung["quality"]) / r["jpeg"]["bytes"]) for r in rows]
-            if sum(1 for delta, _ in at if delta >= 0) * 2 >= len(at):
-                pick = (rung["quality"], at)
-                break
-        if pick is None:
-            print(f"| {fmt} | {size} | none reaches it | | |")
-            continue
-        q, at = pick
-        chosen[f"{fmt}/{size}"] = q
-        print(f"| {fmt} | {size} | {q:g} | {statistics.median(d for d, _ in at):+.1f} | "
-              f"{fmt_ratio(statistics.median(b for _, b in at))} |")
+                  f"{statistics.median(r['served'][fmt]['score'] - r['jpeg']['score'] for r in rows):+.1f} | "
+                  f"{fmt_ratio(statistics.median(r['served'][fmt]['bytes'] / r['jpeg']['bytes'] for r in rows))} |")
     out = os.path.join(os.path.dirname(os.path.abspath(args.manifests[0])), "results.json")
     with open(out, "w") as f:
-        json.dump({"results": results, "chosen": chosen}, f, indent=1)
+        json.dump({"results": results}, f, indent=1)
     print(f"\nresults: {out}")
 
 
@@ -180,14 +143,6 @@ def groups(results, formats, sizes, kind):
             rows = [r for r in results if r["size"] == size and fmt in r[kind]]
             if rows:
                 yield fmt, size, rows
-
-
-def name_of(result, fmt, quality):
-    return next(n for n in result["formats"][fmt]["scores"] if n.startswith(f"{fmt}-q{quality:g}."))
-
-
-def bytes_of(result, fmt, quality):
-    return next(r["bytes"] for r in result["formats"][fmt]["rungs"] if r["quality"] == quality)
 
 
 def fmt_ratio(ratio):

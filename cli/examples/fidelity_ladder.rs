@@ -1,10 +1,11 @@
 //! The encoding half of the fidelity measurement (`scripts/fidelity`, which scores what this
 //! writes; docs/image-fidelity.md): for each image and each distinct variant size, the
 //! variant's pixels as the pipeline makes them (`ref.png`, lossless), the JPEG variant as an
-//! upload encodes it (`jpeg.jpg`), the WebP sibling as it was made before this measurement
-//! (`today-webp.webp`: from the JPEG variant's bytes, at quality 85), and a ladder of each sibling format's encodings made with
-//! the pipeline's own encoders (`webp-q<Q>.webp`, `avif-q<Q>.avif`), each listed in `manifest.json` with its
-//! bytes and encode time.
+//! upload encodes it (`jpeg.jpg`), the siblings as the service makes them on first request
+//! (`served-webp.webp`, `served-avif.avif`: from the JPEG variant and the original, at the
+//! size's quality), and a ladder of each sibling format's encodings made with the pipeline's
+//! own encoders (`webp-q<Q>.webp`, `avif-q<Q>.avif`), each listed in `manifest.json` with
+//! its bytes and encode time.
 //!
 //!   fidelity_ladder --out DIR [--webp-qualities 70,75,...] [--webp-method 2]
 //!       [--avif-qualities 50,60,...] [--avif-speed 9] IMAGE...
@@ -16,8 +17,7 @@ use anyhow::Context;
 use clap::Parser;
 use serde_json::{json, Value};
 use sitehost::config::ImageLimits;
-use sitehost::image_record::SiblingFormat;
-use sitehost::image_record::VARIANTS;
+use sitehost::image_record::{SiblingFormat, SiblingSource, VARIANTS};
 use sitehost::upload::pipeline::measure::Reference;
 use sitehost::upload::pipeline::{sibling_of_variant, AVIF_MAX_PIXELS};
 
@@ -36,7 +36,7 @@ struct Cli {
     #[arg(long, value_delimiter = ',', default_values_t = [50.0, 60.0, 70.0, 80.0, 90.0])]
     avif_qualities: Vec<f32>,
     /// rav1e's speed (1 slowest .. 10 fastest).
-    #[arg(long, default_value_t = sitehost::upload::pipeline::AvifSettings::SIBLINGS.speed)]
+    #[arg(long, default_value_t = sitehost::upload::pipeline::AVIF_SPEED)]
     avif_speed: u8,
     images: Vec<PathBuf>,
 }
@@ -76,12 +76,19 @@ fn main() -> anyhow::Result<()> {
             write("ref.png".into(), None, &|| reference.png())?;
             let jpeg = reference.jpeg()?;
             write("jpeg.jpg".into(), None, &|| Ok(jpeg.clone()))?;
-            // The WebP sibling as made before the fidelity measurement: from the JPEG
-            // variant's bytes, at quality 85.
-            write("today-webp.webp".into(), None, &|| {
-                sibling_of_variant(&jpeg, SiblingFormat::Webp, &ImageLimits::default())?
-                    .ok_or_else(|| sitehost::error::ApiError::internal("no WebP sibling"))
-            })?;
+            // The siblings as served, from the JPEG variant as stored and the original.
+            for format in SiblingFormat::ALL {
+                let source = SiblingSource {
+                    variant: &jpeg,
+                    original: Some(&original),
+                    size,
+                };
+                let served = sibling_of_variant(source, format, &ImageLimits::default())?;
+                if let Some(served) = served {
+                    let name = format!("served-{0}.{0}", format.extension());
+                    write(name, None, &|| Ok(served.clone()))?;
+                }
+            }
             for &q in &cli.webp_qualities {
                 write(format!("webp-q{q}.webp"), Some(q), &|| {
                     reference.webp(q, cli.webp_method)

@@ -13,13 +13,14 @@
 use std::time::{Duration, Instant};
 
 use sitehost::config::ImageLimits;
-use sitehost::image_record::SiblingFormat;
+use sitehost::image_record::{SiblingFormat, SiblingSource};
 use sitehost::upload::pipeline::{
-    encode_avif, process, sibling_of_variant, AvifSettings, AVIF_MAX_PIXELS,
+    encode_avif, process, sibling_of_variant, sibling_quality, AvifSettings, AVIF_MAX_PIXELS,
+    AVIF_SPEED,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut speeds = vec![AvifSettings::SIBLINGS.speed];
+    let mut speeds = vec![AVIF_SPEED];
     let mut runs = 1usize;
     let mut files = Vec::new();
     let mut args = std::env::args().skip(1);
@@ -35,9 +36,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let limits = ImageLimits::default();
     println!(
-        "AVIF quality {}, alpha quality {}; bound {AVIF_MAX_PIXELS} pixels; best of {runs}",
-        AvifSettings::SIBLINGS.quality,
-        AvifSettings::SIBLINGS.alpha_quality
+        "AVIF at each size's quality, alpha quality {}; bound {AVIF_MAX_PIXELS} pixels; best of {runs}",
+        AvifSettings::sibling(0.0).alpha_quality
     );
     print!("| image | variant | pixels | variant bytes | WebP bytes | WebP ms |");
     for speed in &speeds {
@@ -51,8 +51,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .file_name()
             .map_or(file.clone(), |n| n.to_string_lossy().into_owned());
         for variant in &processed.variants {
+            let source = SiblingSource {
+                variant: &variant.bytes,
+                original: Some(&bytes),
+                size: variant.name,
+            };
             let (webp, webp_time) = best_of(runs, || {
-                sibling_of_variant(&variant.bytes, SiblingFormat::Webp, &limits)
+                sibling_of_variant(source, SiblingFormat::Webp, &limits)
             })?;
             let webp = webp.ok_or("no WebP")?;
             let decoded = image::load_from_memory(&variant.bytes)?;
@@ -73,8 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for &speed in &speeds {
                 let settings = AvifSettings {
                     speed,
-                    threads: Some(1),
-                    ..AvifSettings::SIBLINGS
+                    ..AvifSettings::sibling(sibling_quality(SiblingFormat::Avif, variant.name))
                 };
                 let (avif, time) = best_of(runs, || {
                     encode_avif(&pixels, variant.width, variant.height, channels, settings)
@@ -83,7 +87,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             reset_peak_rss();
             let (sibling, time) = best_of(runs, || {
-                sibling_of_variant(&variant.bytes, SiblingFormat::Avif, &limits)
+                sibling_of_variant(source, SiblingFormat::Avif, &limits)
             })?;
             let peak = peak_rss_mib().map_or("?".to_string(), |mib| format!("{mib:.0}"));
             match sibling {

@@ -55,9 +55,9 @@ pub fn bucket_files(config: &Config, aws: &aws_config::SdkConfig) -> Option<Shar
 pub fn siblings(files: Option<&SharedFiles>) -> Option<Siblings> {
     #[cfg(feature = "images")]
     return files.map(|files| {
-        Siblings::new(Arc::clone(files), |variant, format| {
+        Siblings::new(Arc::clone(files), |source, format| {
             crate::upload::pipeline::sibling_of_variant(
-                variant,
+                source,
                 format,
                 &crate::config::ImageLimits::default(),
             )

@@ -159,6 +159,31 @@ impl SiblingFormat {
     }
 }
 
+/// What a variant's sibling is made from (`operations::siblings`).
+#[derive(Debug, Clone, Copy)]
+pub struct SiblingSource<'a> {
+    /// The stored variant.
+    pub variant: &'a [u8],
+    /// Its original, when stored: a still variant's siblings are made from the original's
+    /// pixels, as the variant itself was. Made from the variant's bytes they would encode
+    /// its JPEG artefacts again and fall 5-9 SSIMULACRA2 points below it
+    /// (docs/image-fidelity.md).
+    pub original: Option<&'a [u8]>,
+    /// The variant's size, one of [`VARIANTS`]: each size's siblings have a quality of
+    /// their own.
+    pub size: &'static str,
+}
+
+/// The original and size of a variant's path (`img/upload/a--26.small.jpg` ->
+/// (`img/upload/a--26.jpg`, `small`)): the inverse of [`variant_path`]. `None` for a path
+/// that is not a variant's.
+pub fn variant_parts(path: &str) -> Option<(String, &'static str)> {
+    let (rest, extension) = path.rsplit_once('.')?;
+    let (set, size) = rest.rsplit_once('.')?;
+    let &(size, _) = VARIANTS.iter().find(|&&(name, _)| name == size)?;
+    (!set.is_empty() && !set.ends_with('/')).then(|| (format!("{set}.{extension}"), size))
+}
+
 /// A variant's sibling in `format`: `img/upload/a--26.medium.jpg` ->
 /// `img/upload/a--26.medium.jpg.avif`. Same file set (the name up to its first dot), so the
 /// sweeper, restores and deletes treat it as part of the upload.
@@ -324,6 +349,18 @@ mod tests {
             assert_eq!(sibling_of(not), None, "{not}");
         }
         assert!(!is_variant_path(original));
+        for &(name, _) in &VARIANTS {
+            let variant = variant_path(original, name);
+            assert_eq!(variant_parts(&variant), Some((original.to_string(), name)));
+        }
+        for not in [
+            original,
+            "img/upload/a.huge.jpg",
+            "img/upload/.small.jpg",
+            "small.jpg",
+        ] {
+            assert_eq!(variant_parts(not), None, "{not}");
+        }
         assert!(!is_variant_path("img/upload/a--26.medium.jpg.webp"));
         assert!(!is_variant_path("img/upload/a--26.medium.jpg.avif"));
         assert_eq!(SiblingFormat::Avif.stand_in(), Some(SiblingFormat::Webp));

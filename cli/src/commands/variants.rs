@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use sitehost::config::{Config, Defaults};
-use sitehost::image_record::SiblingFormat;
+use sitehost::image_record::{SiblingFormat, SiblingSource};
 use sitehost::upload::pipeline::{process_file_timed, sibling_of_variant, write_variants};
 
 #[derive(Args)]
@@ -44,6 +44,11 @@ pub fn run(args: VariantsArgs) -> Result<()> {
         other => anyhow::Error::new(other).context(file.display().to_string()),
     })?;
     let paths = write_variants(&processed, &outdir)?;
+    // The first-request siblings of still variants are made from the original's pixels.
+    let original = match first_request_siblings {
+        true => std::fs::read(&file).with_context(|| file.display().to_string())?,
+        false => Vec::new(),
+    };
     println!(
         "{} {}x{} ({})",
         processed.format.name(),
@@ -77,10 +82,16 @@ pub fn run(args: VariantsArgs) -> Result<()> {
                 continue;
             }
             // What the frontend's first request of this sibling costs (operations::siblings):
-            // made from the stored variant, as image-sibling and `serve` make it.
+            // made from the stored variant and the original, as image-sibling and `serve`
+            // make it.
             let sibling = format!("{}.{}", path.display(), format.extension());
             let started = std::time::Instant::now();
-            let made = match sibling_of_variant(&variant.bytes, format, &limits) {
+            let source = SiblingSource {
+                variant: &variant.bytes,
+                original: Some(&original),
+                size: variant.name,
+            };
+            let made = match sibling_of_variant(source, format, &limits) {
                 Ok(made) => made,
                 // Over a bound (an animated variant of too many pixels): the variant is
                 // served in its place, as the siblings operation does.

@@ -199,12 +199,17 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::image_record::SiblingSource;
     use crate::local::disk_files::LocalFiles;
     use crate::store::files::SharedFiles;
 
     /// The extension, `:` and the variant's bytes; a variant of `large` bytes makes a
     /// sibling one byte over what an answer may carry, an `anim` one gets no AVIF.
-    fn fake_encode(variant: &[u8], format: SiblingFormat) -> crate::error::Result<Option<Vec<u8>>> {
+    fn fake_encode(
+        source: SiblingSource<'_>,
+        format: SiblingFormat,
+    ) -> crate::error::Result<Option<Vec<u8>>> {
+        let variant = source.variant;
         if variant == b"large" {
             return Ok(Some(vec![0; MAX_ANSWERED_BYTES + 1]));
         }

@@ -144,11 +144,16 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::image_record::SiblingSource;
 
     /// Stands in for the pipeline (tested on its own in `upload::pipeline`): the format's
     /// extension, `:` and the variant's bytes; a failure for a variant that starts with
     /// `bad`, and no AVIF for one that starts with `anim` (an animated GIF).
-    fn fake_encode(variant: &[u8], format: SiblingFormat) -> crate::error::Result<Option<Vec<u8>>> {
+    fn fake_encode(
+        source: SiblingSource<'_>,
+        format: SiblingFormat,
+    ) -> crate::error::Result<Option<Vec<u8>>> {
+        let variant = source.variant;
         if variant.starts_with(b"bad") {
             return Err(ApiError::internal("not an image"));
         }

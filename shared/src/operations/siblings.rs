@@ -3,8 +3,9 @@
 //! (`image::WEBP_SIBLINGS_AT_UPLOAD`); encoding the others would make uploads slower than
 //! the 10% the WebP work may cost, and no AVIF is made at upload. So the frontend, asked for
 //! a sibling that is not stored yet, asks this operation (the deployed frontend through its
-//! origin group, `image-sibling`; `sitehost serve` directly): it reads the variant, encodes
-//! its sibling, stores it next to it and answers it. From then on the stored file is
+//! origin group, `image-sibling`; `sitehost serve` directly): it reads the variant and its
+//! original, encodes the sibling (a still variant's from the original's pixels, at its
+//! size's quality: docs/image-fidelity.md), stores it next to the variant and answers it. From then on the stored file is
 //! served. The same holds for images uploaded before any sibling existed.
 //!
 //! A variant may get no sibling in a format (an AVIF past the pixel bound or of an animated
@@ -31,17 +32,25 @@ use bytes::Bytes;
 use tokio::sync::Semaphore;
 
 use crate::error::{error_chain, ApiError, Result};
-use crate::image_record::{sibling_of, upload_file, SiblingFormat, UploadFile};
+use crate::image_record::{
+    sibling_of, upload_file, variant_parts, SiblingFormat, SiblingSource, UploadFile,
+};
 use crate::store::files::{content_type_of, SharedFiles};
 
-/// Turns a stored variant's bytes into its sibling in a format: the image pipeline's, in a
-/// build with it (`deployment::siblings`). `None` when the variant gets no sibling in that
-/// format (its stand-in is answered).
-pub type SiblingEncoder = fn(&[u8], SiblingFormat) -> Result<Option<Vec<u8>>>;
+/// Turns a stored variant (and its original) into its sibling in a format: the image
+/// pipeline's, in a build with it (`deployment::siblings`). `None` when the variant gets no
+/// sibling in that format (its stand-in is answered).
+pub type SiblingEncoder = fn(SiblingSource<'_>, SiblingFormat) -> Result<Option<Vec<u8>>>;
 
 /// The most a stored variant may weigh to be read: variants are at most 2048x2048, and a
 /// PNG of that size with 4 channels is 16 MiB even uncompressed.
 pub const MAX_VARIANT_BYTES: u64 = 32 << 20;
+
+/// The most an original may weigh to be read for its variants' siblings: every way in
+/// stores at most `SITEHOST_FETCH_MAX_BYTES` (25 MiB unless an operator raises it). An
+/// original that cannot be read (larger, or a failed read) is logged, and the sibling is
+/// made from its variant.
+pub const MAX_ORIGINAL_BYTES: u64 = 64 << 20;
 
 /// Requests that may wait for each encoder; past them a new sibling is not made now.
 pub const QUEUED_PER_ENCODER: usize = 4;
@@ -167,13 +176,31 @@ impl Siblings {
 
     async fn make_now(&self, sibling_path: &str, format: SiblingFormat) -> Result<Sibling> {
         let variant = &sibling_path[..sibling_path.len() - format.extension().len() - 1];
+        let Some((original_path, size)) = variant_parts(variant) else {
+            return Ok(Sibling::Missing);
+        };
         let (bytes, encoded) = {
             let _encoder = self.encoding.acquire().await.map_err(ApiError::internal)?;
             let Some(bytes) = self.files.read(variant, MAX_VARIANT_BYTES).await? else {
                 return Ok(Sibling::Missing);
             };
+            let original = match self.files.read(&original_path, MAX_ORIGINAL_BYTES).await {
+                Ok(original) => original,
+                Err(err) => {
+                    tracing::warn!(original_path, error = %error_chain(&err), "an original could not be read; its variant's sibling is made from the variant");
+                    None
+                }
+            };
             let (encode, input) = (self.encode, bytes.clone());
-            let encoded = tokio::task::spawn_blocking(move || encode(&input, format)).await;
+            let encoded = tokio::task::spawn_blocking(move || {
+                let source = SiblingSource {
+                    variant: &input,
+                    original: original.as_deref(),
+                    size,
+                };
+                encode(source, format)
+            })
+            .await;
             (bytes, encoded)
         };
         let sibling = match encoded {
@@ -339,7 +366,8 @@ mod tests {
     /// `:` and the variant's bytes. A variant whose bytes are `vanish:<file>` removes that
     /// file while it is encoded (an image deleted meanwhile); `bad` ones cannot be encoded;
     /// `anim` ones (an animated GIF) get no AVIF.
-    fn fake_encode(variant: &[u8], format: SiblingFormat) -> Result<Option<Vec<u8>>> {
+    fn fake_encode(source: SiblingSource<'_>, format: SiblingFormat) -> Result<Option<Vec<u8>>> {
+        let variant = source.variant;
         if let Some(file) = variant.strip_prefix(b"vanish:") {
             let file = std::str::from_utf8(file).map_err(ApiError::internal)?;
             std::fs::remove_file(file).map_err(ApiError::internal)?;
@@ -384,6 +412,36 @@ mod tests {
         assert_eq!(
             again.expect("made"),
             Sibling::Made(Bytes::from("webp:big png"))
+        );
+    }
+
+    /// The size, the variant and the original (or `-`) as the encoder was given them.
+    fn source_echo(source: SiblingSource<'_>, _: SiblingFormat) -> Result<Option<Vec<u8>>> {
+        let original = source.original.unwrap_or(b"-");
+        Ok(Some(
+            [source.size.as_bytes(), b"|", source.variant, b"|", original].concat(),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_sibling_is_made_from_its_variant_and_original_at_its_size() {
+        let (_dir, files) = store_with(&[
+            ("img/upload/a--1.png", "original png"),
+            ("img/upload/a--1.small.png", "small png"),
+            ("img/upload/b--2.large.jpg", "large jpeg"),
+        ])
+        .await;
+        let siblings = Siblings::new(files, source_echo);
+        let made = siblings.make("img/upload/a--1.small.png.avif").await;
+        assert_eq!(
+            made.expect("made"),
+            Sibling::Made(Bytes::from("small|small png|original png"))
+        );
+        // An original no longer stored: the variant alone.
+        let made = siblings.make("img/upload/b--2.large.jpg.webp").await;
+        assert_eq!(
+            made.expect("made"),
+            Sibling::Made(Bytes::from("large|large jpeg|-"))
         );
     }
 
@@ -488,8 +546,8 @@ mod tests {
         assert_eq!(again.expect("answered"), Sibling::NotNow);
     }
 
-    /// The file store of `store_with`, counting reads and encodes, and refusing every
-    /// sibling put when `refuse_puts`.
+    /// The file store of `store_with`, counting reads of variants (each made sibling also
+    /// reads its original), and refusing every sibling put when `refuse_puts`.
     struct Counting {
         inner: SharedFiles,
         reads: AtomicUsize,
@@ -508,7 +566,9 @@ mod tests {
             self.inner.delete(path).await
         }
         async fn read(&self, path: &str, max_bytes: u64) -> Result<Option<Bytes>> {
-            self.reads.fetch_add(1, Ordering::SeqCst);
+            if crate::image_record::is_variant_path(path) {
+                self.reads.fetch_add(1, Ordering::SeqCst);
+            }
             self.inner.read(path, max_bytes).await
         }
         async fn exists(&self, path: &str) -> Result<bool> {
@@ -533,7 +593,8 @@ mod tests {
 
     /// Encodes slowly (so that requests overlap), counting its runs in `SLOW_ENCODES`.
     static SLOW_ENCODES: AtomicUsize = AtomicUsize::new(0);
-    fn slow_encode(variant: &[u8], format: SiblingFormat) -> Result<Option<Vec<u8>>> {
+    fn slow_encode(source: SiblingSource<'_>, format: SiblingFormat) -> Result<Option<Vec<u8>>> {
+        let variant = source.variant;
         SLOW_ENCODES.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(std::time::Duration::from_millis(300));
         Ok(Some(tagged(format, variant)))
@@ -558,7 +619,8 @@ mod tests {
     }
 
     /// `slow_encode` for the queue test, apart so that the counts of each test are its own.
-    fn queued_encode(variant: &[u8], format: SiblingFormat) -> Result<Option<Vec<u8>>> {
+    fn queued_encode(source: SiblingSource<'_>, format: SiblingFormat) -> Result<Option<Vec<u8>>> {
+        let variant = source.variant;
         std::thread::sleep(std::time::Duration::from_millis(300));
         Ok(Some(tagged(format, variant)))
     }

@@ -201,7 +201,8 @@ pub(super) fn process(
                         let size = (upright.width, upright.height);
                         made[index] = Some(size);
                         for (slot, format) in [(0, info.format), (1, ImageFormat::WebP)] {
-                            if (slot == 0 && copied(index)) || (slot == 1 && !wants_sibling[index])
+                            if (slot == 0 && copied(index))
+                                || (slot == 1 && wants_sibling[index].is_none())
                             {
                                 continue;
                             }

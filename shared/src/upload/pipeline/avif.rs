@@ -7,12 +7,6 @@ use rgb::FromSlice;
 use super::pixels::{Layout, Pixels};
 use crate::error::{ApiError, Result};
 
-/// ravif's quality (1-100, mapped to rav1e's quantizer) of the colour planes. A placeholder
-/// until the fidelity measurement (SSIMULACRA2 of each format's variants against the resized
-/// source, issue 34) sets the number that matches the JPEG variants' fidelity: change it
-/// here, nowhere else.
-pub const AVIF_QUALITY: f32 = 70.0;
-
 /// ravif's quality of the alpha plane. Edges of a transparent logo show errors in alpha
 /// more than colour noise shows, so it is kept above the colour quality.
 pub const AVIF_ALPHA_QUALITY: f32 = 90.0;
@@ -33,10 +27,10 @@ pub const AVIF_SPEED: u8 = 9;
 /// (docs/budgets.md, "AVIF siblings").
 pub const AVIF_MAX_PIXELS: u64 = 1_048_576;
 
-/// The AVIF sibling of a variant, alpha kept (grey is expanded to RGB), at the settings
-/// above.
-pub(super) fn encode_avif_sibling(pixels: &Pixels) -> Result<Vec<u8>> {
-    encode_avif_pixels(pixels, AvifSettings::SIBLINGS)
+/// The AVIF sibling of a variant, alpha kept (grey is expanded to RGB), at its size's
+/// `quality` (`sibling::AVIF_QUALITY`) and the siblings' other settings.
+pub(super) fn encode_avif_sibling(pixels: &Pixels, quality: f32) -> Result<Vec<u8>> {
+    encode_avif_pixels(pixels, AvifSettings::sibling(quality))
 }
 
 /// The pixels as AVIF at `settings`, alpha kept, grey expanded to RGB.
@@ -51,7 +45,7 @@ pub(super) fn encode_avif_pixels(pixels: &Pixels, settings: AvifSettings) -> Res
     encode_avif(&data, pixels.width, pixels.height, channels, settings)
 }
 
-/// What an AVIF encode is asked for: [`AvifSettings::SIBLINGS`] is what the siblings use.
+/// What an AVIF encode is asked for: [`AvifSettings::sibling`] is what the siblings use.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AvifSettings {
     /// 1-100.
@@ -66,15 +60,18 @@ pub struct AvifSettings {
 }
 
 impl AvifSettings {
-    /// One thread per encode: `operations::siblings` runs one encode per core, and on the
-    /// function's one vCPU rav1e's threads cost twice the CPU time (3.8 s against 1.8 s for
-    /// a 1024x768 variant, measured) for nothing.
-    pub const SIBLINGS: AvifSettings = AvifSettings {
-        quality: AVIF_QUALITY,
-        alpha_quality: AVIF_ALPHA_QUALITY,
-        speed: AVIF_SPEED,
-        threads: Some(1),
-    };
+    /// A sibling's settings at its size's `quality` (`sibling::AVIF_QUALITY`). One thread
+    /// per encode: `operations::siblings` runs one encode per core, and on the function's
+    /// one vCPU rav1e's threads cost twice the CPU time (3.8 s against 1.8 s for a 1024x768
+    /// variant, measured) for nothing.
+    pub const fn sibling(quality: f32) -> AvifSettings {
+        AvifSettings {
+            quality,
+            alpha_quality: AVIF_ALPHA_QUALITY,
+            speed: AVIF_SPEED,
+            threads: Some(1),
+        }
+    }
 }
 
 /// Encodes interleaved 8-bit RGB (`channels` 3) or RGBA (4, unassociated alpha) pixels as

@@ -309,10 +309,10 @@ fn encode_webp(pixels: &Pixels) -> Result<Vec<u8>> {
 /// files 1% larger, and method 0 made files larger than the JPEGs.
 pub(super) const SIBLING_METHOD: i32 = 2;
 
-/// The lossy WebP sibling of a variant (`image_record::sibling_path`), alpha kept, at the variants'
-/// quality.
-pub(super) fn encode_webp_sibling(pixels: &Pixels) -> Result<Vec<u8>> {
-    encode_lossy_webp(pixels, f32::from(QUALITY), SIBLING_METHOD)
+/// The lossy WebP sibling of a variant (`image_record::sibling_path`), alpha kept, at its
+/// size's quality (`sibling::WEBP_QUALITY`).
+pub(super) fn encode_webp_sibling(pixels: &Pixels, quality: f32) -> Result<Vec<u8>> {
+    encode_lossy_webp(pixels, quality, SIBLING_METHOD)
 }
 
 /// Lossy WebP at `quality` (0-100) and `method` (0-6), alpha kept.

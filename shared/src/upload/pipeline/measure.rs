@@ -53,9 +53,8 @@ impl Reference {
     /// thread), at `quality` and `speed`.
     pub fn avif(&self, quality: f32, speed: u8) -> Result<Vec<u8>> {
         let settings = AvifSettings {
-            quality,
             speed,
-            ..AvifSettings::SIBLINGS
+            ..AvifSettings::sibling(quality)
         };
         encode_avif_pixels(&self.0, settings)
     }

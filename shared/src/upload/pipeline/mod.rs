@@ -63,7 +63,7 @@ use anyhow::Context;
 
 use crate::config::ImageLimits;
 use crate::error::{ApiError, Result};
-use crate::image_record::{fit, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
+use crate::image_record::{fit, SiblingFormat, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
 use format::ImageFormat;
 use pixels::Pixels;
 
@@ -190,10 +190,10 @@ pub fn bench_without_webp_siblings() {
     WEBP_SIBLINGS_OFF.store(true, Ordering::Relaxed);
 }
 
-pub use avif::{encode_avif, AvifSettings, AVIF_MAX_PIXELS};
-pub use sibling::sibling_of_variant;
+pub use avif::{encode_avif, AvifSettings, AVIF_MAX_PIXELS, AVIF_SPEED};
+pub use sibling::{sibling_of_variant, sibling_quality, AVIF_QUALITY, WEBP_QUALITY};
 #[cfg(test)]
-use {crate::image_record::SiblingFormat, sibling::webp_sibling_of_variant};
+use {crate::image_record::SiblingSource, sibling_tests::webp_sibling_of_variant};
 
 /// The whole pipeline on an upload held in memory.
 pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
@@ -236,10 +236,10 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
             scope.spawn(move |scope| {
                 let upright = upright_in_srgb(image, orientation, to_srgb, colour_nanos);
                 if let Ok(upright) = &upright {
-                    if sibling {
+                    if let Some(quality) = sibling {
                         let upright = Arc::clone(upright);
                         scope.spawn(move |_| {
-                            let _ = encoded[1].set(codec::encode_webp_sibling(&upright));
+                            let _ = encoded[1].set(codec::encode_webp_sibling(&upright, quality));
                         });
                     }
                     let _ = encoded[0].set(codec::encode(upright, format));
@@ -299,17 +299,22 @@ fn variant_sizes(info: &ImageInfo) -> (Vec<(u32, u32)>, Vec<usize>) {
     (distinct, which)
 }
 
-/// For each of the `count` distinct sizes, whether the upload makes its WebP sibling: for
-/// the sizes of [`WEBP_SIBLINGS_AT_UPLOAD`], unless the original is a WebP.
-fn wants_siblings(format: ImageFormat, which: &[usize], count: usize) -> Vec<bool> {
+/// For each of the `count` distinct sizes, the quality of the WebP sibling the upload makes
+/// of it, if any: for the sizes of [`WEBP_SIBLINGS_AT_UPLOAD`], unless the original is a
+/// WebP. A distinct size that stands for several of them (a small original) takes the
+/// highest of their qualities.
+fn wants_siblings(format: ImageFormat, which: &[usize], count: usize) -> Vec<Option<f32>> {
     let siblings = format != ImageFormat::WebP && !WEBP_SIBLINGS_OFF.load(Ordering::Relaxed);
     (0..count)
         .map(|index| {
-            siblings
-                && VARIANTS
-                    .iter()
-                    .zip(which)
-                    .any(|(&(name, _), &at)| at == index && WEBP_SIBLINGS_AT_UPLOAD.contains(&name))
+            VARIANTS
+                .iter()
+                .zip(which)
+                .filter(|(&(name, _), &at)| {
+                    siblings && at == index && WEBP_SIBLINGS_AT_UPLOAD.contains(&name)
+                })
+                .map(|(&(name, _), _)| sibling_quality(SiblingFormat::Webp, name))
+                .reduce(f32::max)
         })
         .collect()
 }
