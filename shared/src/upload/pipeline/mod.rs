@@ -55,7 +55,7 @@ mod tests;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -181,15 +181,6 @@ fn inspect_header(bytes: &[u8], limits: &ImageLimits) -> Result<(sniff::Header, 
     Ok((header, info))
 }
 
-/// Set only by the `sitehost` command for a measurement (SITEHOST_BENCH_NO_WEBP_SIBLINGS=1,
-/// docs/image-pipeline-bench.md): uploads then make no WebP siblings. No function sets it.
-static WEBP_SIBLINGS_OFF: AtomicBool = AtomicBool::new(false);
-
-/// Turns the WebP siblings off in this process, for measuring what they cost.
-pub fn bench_without_webp_siblings() {
-    WEBP_SIBLINGS_OFF.store(true, Ordering::Relaxed);
-}
-
 pub use avif::{encode_avif, AvifSettings, AVIF_MAX_PIXELS, AVIF_SPEED};
 pub use sibling::{sibling_of_variant, sibling_quality, AVIF_QUALITY, WEBP_QUALITY};
 #[cfg(test)]
@@ -215,69 +206,122 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
     let colour_start = Instant::now();
     let to_srgb = colour::to_srgb(bytes, info.format, pixels.layout);
     let colour_nanos = AtomicU64::new(elapsed_nanos(colour_start));
-    let wants_sibling = wants_siblings(info.format, &which, distinct.len());
+    let jobs = SizeJobs {
+        orientation: info.orientation,
+        format: info.format,
+        to_srgb: to_srgb.as_ref(),
+        colour_nanos: &colour_nanos,
+        webp_sibling_quality: wants_siblings(info.format, &which, distinct.len(), limits),
+    };
+    let slots: Vec<SizeSlots> = distinct.iter().map(|_| SizeSlots::default()).collect();
+    let resized = make_and_encode(pixels, &distinct, &jobs, &slots)?;
+    let done = Instant::now();
+    let (made, encoded) = SizeSlots::results(slots)?;
+    let timings = Timings {
+        read: Duration::ZERO,
+        decode: decoded - start,
+        resize: resized - decoded,
+        colour: Duration::from_nanos(colour_nanos.load(Ordering::Relaxed)),
+        encode: done - resized,
+        total: done - start,
+    };
+    assemble(&info, &which, &made, encoded, timings)
+}
 
-    // Each variant is turned upright, converted to sRGB and encoded (its WebP sibling in a
-    // job of its own) while the cascade goes on making the smaller ones: the big variant's
-    // encoding, the longest job, overlaps the rest of the resizing.
-    let made: Vec<OnceLock<Result<Arc<Pixels>>>> =
-        distinct.iter().map(|_| OnceLock::new()).collect();
-    let encoded: Vec<[OnceLock<Result<Vec<u8>>>; 2]> = distinct
-        .iter()
-        .map(|_| [OnceLock::new(), OnceLock::new()])
-        .collect();
-    let (orientation, format) = (info.orientation, info.format);
-    let mut resized = decoded;
+/// What each distinct size goes through once the cascade has made it.
+struct SizeJobs<'a> {
+    orientation: u8,
+    /// The variants' format: the original's.
+    format: ImageFormat,
+    to_srgb: Option<&'a colour::ToSrgb>,
+    colour_nanos: &'a AtomicU64,
+    /// For each distinct size, the quality of its WebP sibling, if the upload makes one.
+    webp_sibling_quality: Vec<Option<f32>>,
+}
+
+/// One distinct size's encodings, in memory.
+#[derive(Debug, Clone, Default)]
+struct Encoded {
+    variant: Option<Vec<u8>>,
+    /// Its lossy WebP sibling, when the upload makes one.
+    webp_sibling: Option<Vec<u8>>,
+}
+
+/// Where the jobs of one distinct size leave their results, each set once.
+#[derive(Default)]
+struct SizeSlots {
+    upright: OnceLock<Result<Arc<Pixels>>>,
+    variant: OnceLock<Result<Vec<u8>>>,
+    webp_sibling: OnceLock<Result<Vec<u8>>>,
+}
+
+impl SizeSlots {
+    /// Each size's upright width and height, and its encodings; the first error of the
+    /// turning upright, else of the encoding.
+    fn results(slots: Vec<SizeSlots>) -> Result<(Vec<(u32, u32)>, Vec<Encoded>)> {
+        let mut made = Vec::with_capacity(slots.len());
+        let mut encodings = Vec::with_capacity(slots.len());
+        for slot in slots {
+            made.push(slot.upright.into_inner());
+            encodings.push((slot.variant.into_inner(), slot.webp_sibling.into_inner()));
+        }
+        let made = made
+            .into_iter()
+            .map(|upright| {
+                let upright =
+                    upright.unwrap_or_else(|| Err(ApiError::internal("a variant was not made")))?;
+                Ok((upright.width, upright.height))
+            })
+            .collect::<Result<_>>()?;
+        let encoded = encodings
+            .into_iter()
+            .map(|(variant, webp_sibling)| {
+                Ok(Encoded {
+                    variant: variant.transpose()?,
+                    webp_sibling: webp_sibling.transpose()?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok((made, encoded))
+    }
+}
+
+/// Makes the distinct sizes by the cascade; each size, as it comes out, is turned upright,
+/// converted to sRGB and encoded (its WebP sibling in a job of its own) while the cascade
+/// goes on making the smaller ones: the big variant's encoding, the longest job, overlaps
+/// the rest of the resizing. Returns when every job is done, with the time the cascade
+/// ended.
+fn make_and_encode(
+    pixels: Pixels,
+    distinct: &[(u32, u32)],
+    jobs: &SizeJobs<'_>,
+    slots: &[SizeSlots],
+) -> Result<Instant> {
+    let mut resized = Instant::now();
     rayon::scope(|scope| -> Result<()> {
-        resize::cascade(pixels, &distinct, |index, image| {
-            let (made, encoded) = (&made[index], &encoded[index]);
-            let (to_srgb, colour_nanos) = (to_srgb.as_ref(), &colour_nanos);
-            let sibling = wants_sibling[index];
+        resize::cascade(pixels, distinct, |index, image| {
+            let slots = &slots[index];
+            let sibling = jobs.webp_sibling_quality[index];
             scope.spawn(move |scope| {
-                let upright = upright_in_srgb(image, orientation, to_srgb, colour_nanos);
+                let upright =
+                    upright_in_srgb(image, jobs.orientation, jobs.to_srgb, jobs.colour_nanos);
                 if let Ok(upright) = &upright {
                     if let Some(quality) = sibling {
                         let upright = Arc::clone(upright);
                         scope.spawn(move |_| {
-                            let _ = encoded[1].set(codec::encode_webp_sibling(&upright, quality));
+                            let sibling = codec::encode_webp_sibling(&upright, quality);
+                            let _ = slots.webp_sibling.set(sibling);
                         });
                     }
-                    let _ = encoded[0].set(codec::encode(upright, format));
+                    let _ = slots.variant.set(codec::encode(upright, jobs.format));
                 }
-                let _ = made.set(upright);
+                let _ = slots.upright.set(upright);
             });
         })?;
         resized = Instant::now();
         Ok(())
     })?;
-    let done = Instant::now();
-    let upright: Vec<Arc<Pixels>> = made
-        .into_iter()
-        .map(|made| {
-            made.into_inner()
-                .unwrap_or_else(|| Err(ApiError::internal("a variant was not made")))
-        })
-        .collect::<Result<_>>()?;
-    let encoded: Vec<[Option<Vec<u8>>; 2]> = encoded
-        .into_iter()
-        .map(|[variant, sibling]| {
-            Ok([
-                variant.into_inner().transpose()?,
-                sibling.into_inner().transpose()?,
-            ])
-        })
-        .collect::<Result<_>>()?;
-    let colour_time = Duration::from_nanos(colour_nanos.load(Ordering::Relaxed));
-    let made: Vec<(u32, u32)> = upright.iter().map(|p| (p.width, p.height)).collect();
-    let timings = Timings {
-        read: Duration::ZERO,
-        decode: decoded - start,
-        resize: resized - decoded,
-        colour: colour_time,
-        encode: done - resized,
-        total: done - start,
-    };
-    assemble(&info, &which, &made, encoded, timings)
+    Ok(resized)
 }
 
 /// The variants' distinct sizes, largest first, in stored terms (before the EXIF
@@ -301,10 +345,15 @@ fn variant_sizes(info: &ImageInfo) -> (Vec<(u32, u32)>, Vec<usize>) {
 
 /// For each of the `count` distinct sizes, the quality of the WebP sibling the upload makes
 /// of it, if any: for the sizes of [`WEBP_SIBLINGS_AT_UPLOAD`], unless the original is a
-/// WebP. A distinct size that stands for several of them (a small original) takes the
-/// highest of their qualities.
-fn wants_siblings(format: ImageFormat, which: &[usize], count: usize) -> Vec<Option<f32>> {
-    let siblings = format != ImageFormat::WebP && !WEBP_SIBLINGS_OFF.load(Ordering::Relaxed);
+/// WebP or `limits` turn them off (a measurement). A distinct size that stands for several
+/// of them (a small original) takes the highest of their qualities.
+fn wants_siblings(
+    format: ImageFormat,
+    which: &[usize],
+    count: usize,
+    limits: &ImageLimits,
+) -> Vec<Option<f32>> {
+    let siblings = format != ImageFormat::WebP && limits.webp_siblings_at_upload;
     (0..count)
         .map(|index| {
             VARIANTS
@@ -326,7 +375,7 @@ fn assemble(
     info: &ImageInfo,
     which: &[usize],
     made: &[(u32, u32)],
-    encoded: Vec<[Option<Vec<u8>>; 2]>,
+    encoded: Vec<Encoded>,
     timings: Timings,
 ) -> Result<Processed> {
     let mut variants = Vec::with_capacity(VARIANTS.len());
@@ -341,10 +390,12 @@ fn assemble(
             name,
             width,
             height,
-            bytes: encoded[index][0]
+            bytes: encoded[index]
+                .variant
                 .clone()
                 .ok_or_else(|| ApiError::internal(format!("variant {name} was not encoded")))?,
-            webp: encoded[index][1]
+            webp: encoded[index]
+                .webp_sibling
                 .clone()
                 .filter(|_| WEBP_SIBLINGS_AT_UPLOAD.contains(&name)),
         });
