@@ -187,8 +187,8 @@ impl BusinessStore for DynamoStore {
                 .patch_business(read, &patch, now, restrict_sub_id)
                 .await?
             {
-                Patched::Unchanged(detail) => return Ok(Some(detail)),
-                Patched::Changed(change) => change,
+                Patched::Unchanged(detail) => return Ok(Some(*detail)),
+                Patched::Changed(change) => *change,
             };
             self.check_logo_follows(&change).await?;
             if self.write_business_update(&change).await? == Written::Committed {
@@ -233,8 +233,8 @@ impl BusinessStore for DynamoStore {
 
 /// A business patched in memory: unchanged (nothing to write), or changed.
 enum Patched<'a> {
-    Unchanged(BusinessDetail),
-    Changed(BusinessChange<'a>),
+    Unchanged(Box<BusinessDetail>),
+    Changed(Box<BusinessChange<'a>>),
 }
 
 /// One attempt's update of a business: the detail as read and as patched, with the versions
@@ -299,9 +299,9 @@ impl DynamoStore {
             .await?;
         self.put_location_pointers(account_id, id, &fresh).await?;
         if !after.apply(patch, now, &mut fresh.into_iter())? {
-            return Ok(Patched::Unchanged(after));
+            return Ok(Patched::Unchanged(Box::new(after)));
         }
-        Ok(Patched::Changed(BusinessChange {
+        Ok(Patched::Changed(Box::new(BusinessChange {
             account_id,
             id,
             restrict_sub_id,
@@ -309,7 +309,7 @@ impl DynamoStore {
             after,
             version: read.version,
             details_version: read.details_version,
-        }))
+        })))
     }
 
     /// A restricted key may use only its sub id's images, which fit only a business of that

@@ -67,7 +67,7 @@ use crate::error::{ApiError, Result};
 use crate::image_record::{fit, SiblingFormat, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
 use format::ImageFormat;
 use pixels::Pixels;
-use still::{make_and_encode, SizeJobs, SizeSlots};
+use still::{make_and_encode, SizeJobs, SizeResults, SizeSlots};
 
 /// What the header says, without decoding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,7 +218,7 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
     let slots: Vec<SizeSlots> = distinct.iter().map(|_| SizeSlots::default()).collect();
     let resized = make_and_encode(pixels, &distinct, &jobs, &slots)?;
     let done = Instant::now();
-    let (made, encoded) = SizeSlots::results(slots)?;
+    let SizeResults { made, encoded } = SizeSlots::results(slots)?;
     let timings = Timings {
         read: Duration::ZERO,
         decode: decoded - start,

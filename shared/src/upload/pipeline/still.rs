@@ -30,10 +30,17 @@ pub(super) struct SizeSlots {
     webp_sibling: OnceLock<Result<Vec<u8>>>,
 }
 
+/// What the jobs of the distinct sizes made.
+pub(super) struct SizeResults {
+    /// Each size's upright width and height.
+    pub made: Vec<(u32, u32)>,
+    pub encoded: Vec<Encoded>,
+}
+
 impl SizeSlots {
-    /// Each size's upright width and height, and its encodings; the first error of the
-    /// turning upright, else of the encoding.
-    pub fn results(slots: Vec<SizeSlots>) -> Result<(Vec<(u32, u32)>, Vec<Encoded>)> {
+    /// The sizes' results, or the first error of turning them upright, else of encoding
+    /// them.
+    pub fn results(slots: Vec<SizeSlots>) -> Result<SizeResults> {
         let mut made = Vec::with_capacity(slots.len());
         let mut encodings = Vec::with_capacity(slots.len());
         for slot in slots {
@@ -57,7 +64,7 @@ impl SizeSlots {
                 })
             })
             .collect::<Result<_>>()?;
-        Ok((made, encoded))
+        Ok(SizeResults { made, encoded })
     }
 }
 

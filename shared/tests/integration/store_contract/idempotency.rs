@@ -33,7 +33,7 @@ async fn claim(
 pub async fn idempotency_keys(store: SharedStore) {
     let answer = StoredAnswer {
         status: 201,
-        location: "/api/v2/businesses/7/".into(),
+        created_uri: "/api/v2/businesses/7/".into(),
     };
     let k = key(1, "k");
     assert_eq!(claim(&store, &k, "fp-a", NOW).await, Claimed);
