@@ -118,7 +118,7 @@ impl NewImage {
 pub const WEBP_SIBLINGS_AT_UPLOAD: [&str; 2] = ["small", "thumbnail"];
 
 /// The formats a variant's sibling is made in (`<variant path>.<extension>`), for a viewer
-/// that accepts them (`api::siblings::chosen_sibling`).
+/// that accepts them (`api::sibling_answer::chosen_sibling`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SiblingFormat {
     Avif,

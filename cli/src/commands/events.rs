@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine;
 use clap::Subcommand;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use sitehost::api::params;
 use sitehost::auth::oauth1;
 use sitehost::auth::origin::{self, ORIGIN_VERIFY_HEADER};
@@ -141,14 +141,7 @@ pub fn sign_event(event: &mut Value, signer: &Signer) -> Result<OriginCheck> {
     let headers = event["headers"]
         .as_object_mut()
         .context("the event has no headers object")?;
-    let origin = match (headers.get(ORIGIN_VERIFY_HEADER), signer.origin_secret) {
-        (None, _) => OriginCheck::Absent,
-        (Some(_), None) => OriginCheck::Unchecked,
-        (Some(value), Some(secret)) if origin::holds_secret(secret, value.as_str()) => {
-            OriginCheck::Matches
-        }
-        (Some(_), Some(_)) => OriginCheck::Differs,
-    };
+    let origin = origin_check(headers, signer.origin_secret);
     let via_cdn = matches!(origin, OriginCheck::Matches | OriginCheck::Unchecked);
     let host_header = if via_cdn && headers.contains_key("x-forwarded-host") {
         "x-forwarded-host"
@@ -171,13 +164,7 @@ pub fn sign_event(event: &mut Value, signer: &Signer) -> Result<OriginCheck> {
         .get("content-type")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let body = match (&event["body"], event["isBase64Encoded"].as_bool()) {
-        (Value::String(body), Some(true)) => base64::engine::general_purpose::STANDARD
-            .decode(body)
-            .context("the body is not base64")?,
-        (Value::String(body), _) => body.clone().into_bytes(),
-        _ => Vec::new(),
-    };
+    let body = event_body(event)?;
     let query_params = params::parse(&query)
         .context("the query string is not valid UTF-8 once percent-decoded")?;
     let params = params::signed(&query_params, content_type.as_deref(), &body)?;
@@ -196,12 +183,40 @@ pub fn sign_event(event: &mut Value, signer: &Signer) -> Result<OriginCheck> {
     if signer.host.is_some() && host_header == "host" {
         context["domainName"] = json!(host);
     }
+    stamp_context(context, signer.now, &nonce);
+    Ok(origin)
+}
+
+/// Whether the event's `X-Origin-Verify` holds the origin secret ([`OriginCheck`]).
+fn origin_check(headers: &Map<String, Value>, origin_secret: Option<&OriginSecret>) -> OriginCheck {
+    match (headers.get(ORIGIN_VERIFY_HEADER), origin_secret) {
+        (None, _) => OriginCheck::Absent,
+        (Some(_), None) => OriginCheck::Unchecked,
+        (Some(value), Some(secret)) if origin::holds_secret(secret, value.as_str()) => {
+            OriginCheck::Matches
+        }
+        (Some(_), Some(_)) => OriginCheck::Differs,
+    }
+}
+
+/// The event's body as bytes (decoded when `isBase64Encoded`); none is empty.
+fn event_body(event: &Value) -> Result<Vec<u8>> {
+    Ok(match (&event["body"], event["isBase64Encoded"].as_bool()) {
+        (Value::String(body), Some(true)) => base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .context("the body is not base64")?,
+        (Value::String(body), _) => body.clone().into_bytes(),
+        _ => Vec::new(),
+    })
+}
+
+/// The request context's id and time, as API Gateway sets them, for a request at `now`.
+fn stamp_context(context: &mut Value, now: i64, nonce: &str) {
     context["requestId"] = json!(format!("req-{nonce}"));
-    context["timeEpoch"] = json!(signer.now * 1000);
-    if let Some(time) = chrono::DateTime::from_timestamp(signer.now, 0) {
+    context["timeEpoch"] = json!(now * 1000);
+    if let Some(time) = chrono::DateTime::from_timestamp(now, 0) {
         context["time"] = json!(time.format("%d/%b/%Y:%H:%M:%S +0000").to_string());
     }
-    Ok(origin)
 }
 
 /// Where the signed events go.

@@ -67,36 +67,7 @@ pub async fn run(command: LambdaCommand) -> Result<()> {
         .context("the binary has no name")?
         .to_string();
     let id = function_id.unwrap_or_else(|| logical_id(&package));
-    let mut vars: Vec<(String, String)> = Vec::new();
-    let set = |vars: &mut Vec<(String, String)>, name: &str, value: String| {
-        vars.retain(|(n, _)| n != name);
-        vars.push((name.to_string(), value));
-    };
-    // What `sam local invoke` passes from the caller's session.
-    for name in [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_REGION",
-    ] {
-        if let Ok(value) = std::env::var(name) {
-            set(&mut vars, name, value);
-        }
-    }
-    if !vars.iter().any(|(n, _)| n == "AWS_REGION") {
-        set(&mut vars, "AWS_REGION", "us-east-1".into());
-    }
-    if let Some(file) = &env_vars {
-        for (name, value) in env_vars_file(file, &id)? {
-            set(&mut vars, &name, value);
-        }
-    }
-    for pair in &env {
-        let (name, value) = pair
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--env {pair}: use NAME=VALUE"))?;
-        set(&mut vars, name, value.to_string());
-    }
+    let vars = function_env(env_vars.as_deref(), &id, &env)?;
     let events = events
         .iter()
         .map(|path| {
@@ -118,31 +89,77 @@ pub async fn run(command: LambdaCommand) -> Result<()> {
     if json {
         println!("{}", report_json(&report));
     } else {
-        match &report.init {
-            Init::Ready(_) => {}
-            Init::Failed { body, .. } => println!("{body}"),
-            Init::Silent(why) => eprintln!("{why}"),
-        }
-        for invocation in &report.invocations {
-            match &invocation.outcome {
-                Outcome::Response(body) | Outcome::Error(body) => println!("{body}"),
-            }
-        }
-        let ms = |d: &Duration| format!("{:.2} ms", d.as_secs_f64() * 1000.0);
-        let mut line = String::from("REPORT");
-        if let Init::Ready(init) = &report.init {
-            line += &format!("\tInit Duration: {}", ms(init));
-        }
-        for invocation in &report.invocations {
-            line += &format!("\tDuration: {}", ms(&invocation.duration));
-        }
-        eprintln!("{line}");
+        print_report(&report);
     }
     match report.init {
         Init::Ready(_) => Ok(()),
         Init::Failed { error_type, .. } => Err(anyhow!("init error ({error_type})")),
         Init::Silent(why) => Err(anyhow!(why)),
     }
+}
+
+/// The function's environment, each later source over the earlier: what `sam local invoke`
+/// passes from the caller's session, the function's entry of the `--env-vars` file, and
+/// `--env`.
+fn function_env(
+    env_vars: Option<&Path>,
+    logical_id: &str,
+    env: &[String],
+) -> Result<Vec<(String, String)>> {
+    let mut vars: Vec<(String, String)> = Vec::new();
+    let set = |vars: &mut Vec<(String, String)>, name: &str, value: String| {
+        vars.retain(|(n, _)| n != name);
+        vars.push((name.to_string(), value));
+    };
+    for name in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+    ] {
+        if let Ok(value) = std::env::var(name) {
+            set(&mut vars, name, value);
+        }
+    }
+    if !vars.iter().any(|(n, _)| n == "AWS_REGION") {
+        set(&mut vars, "AWS_REGION", "us-east-1".into());
+    }
+    if let Some(file) = env_vars {
+        for (name, value) in env_vars_file(file, logical_id)? {
+            set(&mut vars, &name, value);
+        }
+    }
+    for pair in env {
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--env {pair}: use NAME=VALUE"))?;
+        set(&mut vars, name, value.to_string());
+    }
+    Ok(vars)
+}
+
+/// The report as `sam local invoke` prints it: the answers on standard output, a REPORT
+/// line with the durations on standard error.
+fn print_report(report: &Report) {
+    match &report.init {
+        Init::Ready(_) => {}
+        Init::Failed { body, .. } => println!("{body}"),
+        Init::Silent(why) => eprintln!("{why}"),
+    }
+    for invocation in &report.invocations {
+        match &invocation.outcome {
+            Outcome::Response(body) | Outcome::Error(body) => println!("{body}"),
+        }
+    }
+    let ms = |d: &Duration| format!("{:.2} ms", d.as_secs_f64() * 1000.0);
+    let mut line = String::from("REPORT");
+    if let Init::Ready(init) = &report.init {
+        line += &format!("\tInit Duration: {}", ms(init));
+    }
+    for invocation in &report.invocations {
+        line += &format!("\tDuration: {}", ms(&invocation.duration));
+    }
+    eprintln!("{line}");
 }
 
 /// `business-list` -> `BusinessListFunction`: the template's logical id of a function

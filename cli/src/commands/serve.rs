@@ -22,7 +22,7 @@ pub struct ServeArgs {
 
 pub async fn run(args: ServeArgs) -> Result<()> {
     let ServeArgs { addr, store } = args;
-    let (config, stores) = store.open().await?;
+    let (mut config, stores) = store.open().await?;
     let store = &stores.records;
     store.prepare_nonce_memory().await?;
     if store.list_keys().await?.is_empty() {
@@ -36,7 +36,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
     println!("sitehost listening on http://{local}/api/v2/");
-    bench_switches();
+    bench_switches(&mut config.image_limits);
     let app = Arc::new(App::new(stores, config)?);
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -14,6 +14,7 @@ use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
 use serde_json::Value;
 use tokio::net::TcpListener;
+use tokio::process::Child;
 use tokio::sync::mpsc;
 
 use runtime_api::{request_id, secret_segment, spawn_server, Outcome, Signal, State};
@@ -83,7 +84,34 @@ async fn invoke_on(listener: TcpListener, run: Run) -> Result<Report> {
         signal_tx,
     ));
     let server = spawn_server(listener, Arc::clone(&state));
+    let started = Instant::now();
+    // A URL with the secret as its path, which lambda_runtime_api_client (=1.1.1, as the
+    // functions' report of an init error) takes as the base of every request.
+    let runtime_api = format!("http://{address}/{secret}");
+    let mut child = spawn_function(&run, &runtime_api)?;
+    let init = wait_for_init(&mut signals, &mut child, started, run.timeout).await;
+    if !matches!(init, Init::Ready(_)) {
+        // A failed init is reported before the process exits; let it exit.
+        let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+        let _ = child.kill().await;
+        server.abort();
+        return Ok(Report {
+            init,
+            invocations: Vec::new(),
+        });
+    }
+    let invocations = invoke_each(&state, &event_tx, &mut child, run.events, run.timeout).await;
+    let _ = child.kill().await;
+    server.abort();
+    Ok(Report {
+        init,
+        invocations: invocations?,
+    })
+}
 
+/// Starts the function binary with only its own environment and the Runtime API's
+/// variables.
+fn spawn_function(run: &Run, runtime_api: &str) -> Result<Child> {
     let output = || {
         if run.show_logs {
             Stdio::inherit()
@@ -91,17 +119,11 @@ async fn invoke_on(listener: TcpListener, run: Run) -> Result<Report> {
             Stdio::null()
         }
     };
-    let started = Instant::now();
-    let mut child = tokio::process::Command::new(&run.binary)
+    tokio::process::Command::new(&run.binary)
         .args(&run.args)
         .env_clear()
         .envs(run.env.iter().map(|(k, v)| (k, v)))
-        // A URL with the secret as its path, which lambda_runtime_api_client (=1.1.1, as
-        // the functions' report of an init error) takes as the base of every request.
-        .env(
-            "AWS_LAMBDA_RUNTIME_API",
-            format!("http://{address}/{secret}"),
-        )
+        .env("AWS_LAMBDA_RUNTIME_API", runtime_api)
         .env("AWS_LAMBDA_FUNCTION_NAME", &run.name)
         .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024")
@@ -115,9 +137,18 @@ async fn invoke_on(listener: TcpListener, run: Run) -> Result<Report> {
         .stderr(output())
         .kill_on_drop(true)
         .spawn()
-        .with_context(|| format!("cannot start {}", run.binary.display()))?;
+        .with_context(|| format!("cannot start {}", run.binary.display()))
+}
 
-    let init = tokio::select! {
+/// How the cold start ends: the first `next`, an init error, the process exiting, or
+/// `timeout` passing.
+async fn wait_for_init(
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+    child: &mut Child,
+    started: Instant,
+    timeout: Duration,
+) -> Init {
+    tokio::select! {
         signal = signals.recv() => match signal {
             Some(Signal::FirstNext(at)) => Init::Ready(at - started),
             Some(Signal::InitError { error_type, body }) => Init::Failed { error_type, body },
@@ -127,21 +158,20 @@ async fn invoke_on(listener: TcpListener, run: Run) -> Result<Report> {
             Ok(status) => format!("the function exited ({status}) without asking for an event or reporting an init error"),
             Err(e) => e.to_string(),
         }),
-        _ = tokio::time::sleep(run.timeout) => Init::Silent(format!("no call to the Runtime API within {:?}", run.timeout)),
-    };
-    if !matches!(init, Init::Ready(_)) {
-        // A failed init is reported before the process exits; let it exit.
-        let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
-        let _ = child.kill().await;
-        server.abort();
-        return Ok(Report {
-            init,
-            invocations: Vec::new(),
-        });
+        _ = tokio::time::sleep(timeout) => Init::Silent(format!("no call to the Runtime API within {timeout:?}")),
     }
+}
 
+/// Hands the events over one after another, each once the previous one is answered.
+async fn invoke_each(
+    state: &State,
+    event_tx: &mpsc::Sender<(String, Bytes)>,
+    child: &mut Child,
+    events: Vec<Bytes>,
+    timeout: Duration,
+) -> Result<Vec<Invocation>> {
     let mut invocations = Vec::new();
-    for (n, event) in run.events.into_iter().enumerate() {
+    for (n, event) in events.into_iter().enumerate() {
         let id = request_id();
         let done_rx = state.wait_for_answer(&id).await;
         let handed = Instant::now();
@@ -152,16 +182,14 @@ async fn invoke_on(listener: TcpListener, run: Run) -> Result<Report> {
         let outcome = tokio::select! {
             outcome = done_rx => outcome.map_err(|_| anyhow!("the Runtime API stopped"))?,
             status = child.wait() => return Err(anyhow!("the function exited ({}) during invocation {}", status.map(|s| s.to_string()).unwrap_or_default(), n + 1)),
-            _ = tokio::time::sleep(run.timeout) => return Err(anyhow!("invocation {} timed out after {:?}", n + 1, run.timeout)),
+            _ = tokio::time::sleep(timeout) => return Err(anyhow!("invocation {} timed out after {:?}", n + 1, timeout)),
         };
         invocations.push(Invocation {
             outcome,
             duration: handed.elapsed(),
         });
     }
-    let _ = child.kill().await;
-    server.abort();
-    Ok(Report { init, invocations })
+    Ok(invocations)
 }
 
 #[cfg(test)]

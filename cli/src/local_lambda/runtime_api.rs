@@ -208,15 +208,8 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let method = request.method().clone();
-    // `/SECRET/2018-06-01/runtime/...`: anything else is not the function.
-    let path = match request
-        .uri()
-        .path()
-        .strip_prefix('/')
-        .and_then(|p| p.split_once('/'))
-    {
-        Some((secret, rest)) if is_secret(secret, &state.secret) => format!("/{rest}"),
-        _ => return Ok(reply(StatusCode::NOT_FOUND, "no such Runtime API path")),
+    let Some(path) = runtime_path(&state, request.uri().path()) else {
+        return Ok(no_such_path());
     };
     let error_type = request
         .headers()
@@ -234,93 +227,113 @@ where
         }
         Err(_) => return Ok(reply(StatusCode::BAD_REQUEST, "unreadable body")),
     };
-    let parse = |bytes: &Bytes| {
-        serde_json::from_slice(bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
-    };
     let rest = path.strip_prefix("/2018-06-01/runtime/");
     Ok(match (method, rest) {
-        (Method::GET, Some("invocation/next")) => {
-            // One `next` at a time, and none while an event is out: an execution
-            // environment runs one invocation at a time.
-            if state.next_waiting.swap(true, Ordering::SeqCst) {
-                return Ok(invalid(
-                    "another request is already waiting for the next event",
-                ));
-            }
-            let _slot = NextSlot(&state.next_waiting);
-            if state.pending.lock().await.values().any(|w| w.handed_out) {
-                return Ok(invalid("the event handed out is not answered yet"));
-            }
-            let _ = state.signals.send(Signal::FirstNext(Instant::now()));
-            let next = state.events.lock().await.recv().await;
-            let Some((id, event)) = next else {
-                // No more events: Lambda would freeze the process here; we stop it.
-                std::future::pending::<()>().await;
-                unreachable!()
-            };
-            if let Some(waiting) = state.pending.lock().await.get_mut(&id) {
-                waiting.handed_out = true;
-            }
-            let deadline = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                + state.timeout;
-            let mut response = reply(StatusCode::OK, event);
-            let headers = response.headers_mut();
-            let mut set = |name: &'static str, value: String| {
-                if let Ok(value) = value.parse() {
-                    headers.insert(name, value);
-                }
-            };
-            set("lambda-runtime-aws-request-id", id);
-            set(
-                "lambda-runtime-deadline-ms",
-                deadline.as_millis().to_string(),
-            );
-            set(
-                "lambda-runtime-invoked-function-arn",
-                state.function_arn.clone(),
-            );
-            set(
-                "lambda-runtime-trace-id",
-                "Root=1-00000000-000000000000000000000000;Sampled=0".into(),
-            );
-            set("content-type", "application/json".into());
-            response
-        }
+        (Method::GET, Some("invocation/next")) => next_invocation(&state).await,
         (Method::POST, Some("init/error")) => {
             let _ = state.signals.send(Signal::InitError {
                 error_type,
-                body: parse(&body),
+                body: parse_body(&body),
             });
             reply(StatusCode::ACCEPTED, r#"{"status":"OK"}"#)
         }
-        (Method::POST, Some(rest)) => {
-            let answer = rest
-                .strip_prefix("invocation/")
-                .and_then(|r| r.rsplit_once('/'))
-                .map(|(id, kind)| (id.to_string(), kind));
-            match answer {
-                Some((id, kind @ ("response" | "error"))) => {
-                    match take_handed_out(&state, &id).await {
-                        Some(done) => {
-                            let outcome = if kind == "response" {
-                                Outcome::Response(parse(&body))
-                            } else {
-                                Outcome::Error(parse(&body))
-                            };
-                            let _ = done.send(outcome);
-                            reply(StatusCode::ACCEPTED, r#"{"status":"OK"}"#)
-                        }
-                        None => invalid("unknown or answered request id"),
-                    }
-                }
-                _ => reply(StatusCode::NOT_FOUND, "no such Runtime API path"),
-            }
-        }
-        _ => reply(StatusCode::NOT_FOUND, "no such Runtime API path"),
+        (Method::POST, Some(rest)) => answer_invocation(&state, rest, &body).await,
+        _ => no_such_path(),
     })
+}
+
+/// The path after the secret segment (`/SECRET/2018-06-01/runtime/...`): `None` for any
+/// other path, which is not the function's.
+fn runtime_path(state: &State, path: &str) -> Option<String> {
+    match path.strip_prefix('/').and_then(|p| p.split_once('/')) {
+        Some((secret, rest)) if is_secret(secret, &state.secret) => Some(format!("/{rest}")),
+        _ => None,
+    }
+}
+
+fn no_such_path() -> Response<Full<Bytes>> {
+    reply(StatusCode::NOT_FOUND, "no such Runtime API path")
+}
+
+/// A body as JSON, or else as a JSON string of its text.
+fn parse_body(bytes: &Bytes) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// `GET .../invocation/next`: waits for the next event and hands it out.
+async fn next_invocation(state: &State) -> Response<Full<Bytes>> {
+    // One `next` at a time, and none while an event is out: an execution environment runs
+    // one invocation at a time.
+    if state.next_waiting.swap(true, Ordering::SeqCst) {
+        return invalid("another request is already waiting for the next event");
+    }
+    let _slot = NextSlot(&state.next_waiting);
+    if state.pending.lock().await.values().any(|w| w.handed_out) {
+        return invalid("the event handed out is not answered yet");
+    }
+    let _ = state.signals.send(Signal::FirstNext(Instant::now()));
+    let next = state.events.lock().await.recv().await;
+    let Some((id, event)) = next else {
+        // No more events: Lambda would freeze the process here; we stop it.
+        std::future::pending::<()>().await;
+        unreachable!()
+    };
+    if let Some(waiting) = state.pending.lock().await.get_mut(&id) {
+        waiting.handed_out = true;
+    }
+    event_response(state, id, event)
+}
+
+/// The event with the headers Lambda's `next` answers carry.
+fn event_response(state: &State, id: String, event: Bytes) -> Response<Full<Bytes>> {
+    let deadline = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        + state.timeout;
+    let mut response = reply(StatusCode::OK, event);
+    let headers = response.headers_mut();
+    let mut set = |name: &'static str, value: String| {
+        if let Ok(value) = value.parse() {
+            headers.insert(name, value);
+        }
+    };
+    set("lambda-runtime-aws-request-id", id);
+    set(
+        "lambda-runtime-deadline-ms",
+        deadline.as_millis().to_string(),
+    );
+    set(
+        "lambda-runtime-invoked-function-arn",
+        state.function_arn.clone(),
+    );
+    set(
+        "lambda-runtime-trace-id",
+        "Root=1-00000000-000000000000000000000000;Sampled=0".into(),
+    );
+    set("content-type", "application/json".into());
+    response
+}
+
+/// `POST .../invocation/{id}/response` or `.../error` (`rest` is the path after
+/// `runtime/`): the answer of an invocation handed out and not answered yet.
+async fn answer_invocation(state: &State, rest: &str, body: &Bytes) -> Response<Full<Bytes>> {
+    let answer = rest
+        .strip_prefix("invocation/")
+        .and_then(|r| r.rsplit_once('/'));
+    let Some((id, kind @ ("response" | "error"))) = answer else {
+        return no_such_path();
+    };
+    let Some(done) = take_handed_out(state, id).await else {
+        return invalid("unknown or answered request id");
+    };
+    let outcome = if kind == "response" {
+        Outcome::Response(parse_body(body))
+    } else {
+        Outcome::Error(parse_body(body))
+    };
+    let _ = done.send(outcome);
+    reply(StatusCode::ACCEPTED, r#"{"status":"OK"}"#)
 }
 
 /// The waiter of invocation `id` if its event was handed out and it is not answered yet;

@@ -223,7 +223,7 @@ impl App {
     /// caller's GET of its `Location` reads it (with that operation's visibility rules, so a
     /// 404 once the caller cannot see it), answered with the first answer's status.
     async fn replay(&self, auth: &Authenticated, answer: StoredAnswer) -> Result<Response<Bytes>> {
-        let get = route(&Method::GET, &answer.location)
+        let get = route(&Method::GET, &answer.created_uri)
             .ok()
             .filter(|get| {
                 matches!(
@@ -238,7 +238,7 @@ impl App {
             .ok_or_else(|| {
                 ApiError::internal(format!(
                     "an Idempotency-Key's answer names no object: {}",
-                    answer.location
+                    answer.created_uri
                 ))
             })?;
         let response = self.run(get, auth, &[], &[], "").await?;
@@ -363,8 +363,8 @@ fn to_response(reply: Reply) -> Response<Bytes> {
         return response;
     }
     let mut response = json_response(reply.status, &reply.body);
-    if let Some(location) = reply.location {
-        set_header(&mut response, LOCATION, &location);
+    if let Some(created_uri) = reply.created_uri {
+        set_header(&mut response, LOCATION, &created_uri);
     }
     response
 }

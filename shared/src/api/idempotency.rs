@@ -139,10 +139,10 @@ fn answer_of(response: &Response<Bytes>) -> Option<StoredAnswer> {
     if !response.status().is_success() {
         return None;
     }
-    let location = response.headers().get(LOCATION)?.to_str().ok()?;
+    let created_uri = response.headers().get(LOCATION)?.to_str().ok()?;
     Some(StoredAnswer {
         status: response.status().as_u16(),
-        location: location.to_string(),
+        created_uri: created_uri.to_string(),
     })
 }
 
@@ -151,8 +151,8 @@ fn answer_of(response: &Response<Bytes>) -> Option<StoredAnswer> {
 pub fn replayed(mut response: Response<Bytes>, answer: &StoredAnswer) -> Response<Bytes> {
     *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     let headers = response.headers_mut();
-    if let Ok(location) = HeaderValue::from_str(&answer.location) {
-        headers.insert(LOCATION, location);
+    if let Ok(created_uri) = HeaderValue::from_str(&answer.created_uri) {
+        headers.insert(LOCATION, created_uri);
     }
     headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
     response

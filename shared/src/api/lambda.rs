@@ -69,7 +69,7 @@ pub async fn start(operation: Operation) -> Result<(), lambda_http::Error> {
 
 /// The cold start of `image-sibling`, the frontend's maker of siblings (behind the
 /// distribution's origin group, not the API): the bucket as its file store, then the
-/// runtime loop, answering each request with `api::siblings::answer`.
+/// runtime loop, answering each request with `api::sibling_answer::answer`.
 pub async fn start_siblings() -> Result<(), lambda_http::Error> {
     let siblings = Arc::new(cold_start(siblings_cold_start()).await?);
     lambda_http::run(service_fn(move |req: Request| {
@@ -77,7 +77,7 @@ pub async fn start_siblings() -> Result<(), lambda_http::Error> {
         async move {
             let req = from_lambda(req);
             let response =
-                crate::api::siblings::answer(&siblings, req.method(), req.uri().path()).await;
+                crate::api::sibling_answer::answer(&siblings, req.method(), req.uri().path()).await;
             Ok::<_, Infallible>(to_lambda(response))
         }
     }))

@@ -22,7 +22,7 @@ pub mod logging;
 pub mod params;
 pub mod request_log;
 mod route;
-pub mod siblings;
+pub mod sibling_answer;
 
 // `app` and `route` are private: this is the one path of what they make public.
 pub use app::App;

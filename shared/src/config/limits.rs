@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use super::{parse_number, var, ConfigError, ConfigResult};
 
-/// Size limits, checked against the header before any pixel is decoded.
+/// Size limits, checked against the header before any pixel is decoded, and what an upload
+/// makes besides its variants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ImageLimits {
     /// Most pixels (width x height) an image may have.
@@ -17,6 +18,10 @@ pub struct ImageLimits {
     /// Most pixels an animation may have in all its frames together: its canvas (width x
     /// height) times its frame count ([`MAX_ANIMATION_PIXELS`]).
     pub max_animation_pixels: u64,
+    /// Whether an upload makes the WebP siblings of `image_record::WEBP_SIBLINGS_AT_UPLOAD`:
+    /// always, but for a measurement of what they cost (`sitehost serve` and `sitehost
+    /// variants` with SITEHOST_BENCH_NO_WEBP_SIBLINGS=1, docs/image-pipeline-bench.md).
+    pub webp_siblings_at_upload: bool,
 }
 
 /// Most frames of an animation. Each frame costs a fixed overhead in every variant and
@@ -49,6 +54,7 @@ impl Default for ImageLimits {
             max_side: 16_384,
             max_frames: MAX_FRAMES,
             max_animation_pixels: MAX_ANIMATION_PIXELS,
+            webp_siblings_at_upload: true,
         }
     }
 }

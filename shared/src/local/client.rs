@@ -19,7 +19,7 @@ pub struct PartnerClient {
 
 /// What came back: status, headers, and the body parsed as JSON (`Null` if it was not).
 #[derive(Debug)]
-pub struct Reply {
+pub struct ClientResponse {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub body: Value,
@@ -62,7 +62,7 @@ impl PartnerClient {
         method: &str,
         path_and_query: &str,
         body: Option<Vec<u8>>,
-    ) -> reqwest::Result<Reply> {
+    ) -> reqwest::Result<ClientResponse> {
         self.send_with_headers(method, path_and_query, body, &[])
             .await
     }
@@ -74,7 +74,7 @@ impl PartnerClient {
         path_and_query: &str,
         body: Option<Vec<u8>>,
         headers: &[(&str, &str)],
-    ) -> reqwest::Result<Reply> {
+    ) -> reqwest::Result<ClientResponse> {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::GET);
         let mut request = self
             .http
@@ -95,23 +95,23 @@ impl PartnerClient {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response.bytes().await?;
-        Ok(Reply {
+        Ok(ClientResponse {
             status,
             headers,
             body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
         })
     }
 
-    pub async fn get(&self, path_and_query: &str) -> reqwest::Result<Reply> {
+    pub async fn get(&self, path_and_query: &str) -> reqwest::Result<ClientResponse> {
         self.send("GET", path_and_query, None).await
     }
 
-    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Result<Reply> {
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Result<ClientResponse> {
         self.send("POST", path, Some(body.to_string().into_bytes()))
             .await
     }
 
-    pub async fn put(&self, path: &str, body: &Value) -> reqwest::Result<Reply> {
+    pub async fn put(&self, path: &str, body: &Value) -> reqwest::Result<ClientResponse> {
         self.send("PUT", path, Some(body.to_string().into_bytes()))
             .await
     }

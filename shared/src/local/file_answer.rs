@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 
 use crate::api::error_response;
-use crate::api::siblings::chosen_sibling;
+use crate::api::sibling_answer::chosen_sibling;
 use crate::error::ApiError;
 use crate::image_record::{may_have_siblings, sibling_path, upload_file, SiblingFormat};
 use crate::local::disk_files::LocalFiles;
@@ -25,7 +25,7 @@ const FILE_CHUNK_BYTES: usize = 64 * 1024;
 
 /// A stored file, when `sitehost serve` is the frontend host: `GET /img/upload/x.jpg`.
 /// A variant's path is answered with the sibling the client's Accept chooses
-/// (`api::siblings::chosen_sibling`: AVIF, else WebP): the stored one, or one made now and
+/// (`api::sibling_answer::chosen_sibling`: AVIF, else WebP): the stored one, or one made now and
 /// stored (`operations::siblings`), as the deployed frontend's origin group does; for a
 /// variant that gets no AVIF, its WebP. When none can be made the variant itself is
 /// answered, never an error. Variants always carry `Vary: Accept` (template.yaml,

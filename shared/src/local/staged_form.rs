@@ -108,17 +108,26 @@ async fn accept(app: &App, upload_id: &str, headers: &HeaderMap, body: Incoming)
     let boundary = multer::parse_boundary(content_type).map_err(|_| {
         ApiError::invalid("Post the form as multipart/form-data: its fields, then the file.")
     })?;
+    let file = read_file_field(body, boundary, session.size, &path).await?;
+    // The pipeline reads the type from the bytes; the name keeps no extension.
+    files.put(&path, file, "application/octet-stream").await?;
+    Ok(())
+}
+
+/// The form's file, of 1 byte to `size`, after fields of which only `key` means something
+/// (it must be `path`); no more of the body than that is read.
+async fn read_file_field(body: Incoming, boundary: String, size: u64, path: &str) -> Result<Bytes> {
     let constraints = multer::Constraints::new().size_limit(
         multer::SizeLimit::new()
-            .whole_stream(session.size + FIELDS_BYTES)
-            .for_field("file", session.size),
+            .whole_stream(size + FIELDS_BYTES)
+            .for_field("file", size),
     );
     let mut form =
         multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
     let too_large = || {
         ApiError::TooLarge(format!(
             "The file is over the size declared for this upload, {}.",
-            crate::config::byte_size(session.size)
+            crate::config::byte_size(size)
         ))
     };
     let unreadable = |err: multer::Error| match err {
@@ -137,11 +146,7 @@ async fn accept(app: &App, upload_id: &str, headers: &HeaderMap, body: Incoming)
                 if bytes.is_empty() {
                     return Err(ApiError::field("file", "The file is empty."));
                 }
-                // The pipeline reads the type from the bytes; the name keeps no extension.
-                files
-                    .put(&path, bytes.freeze(), "application/octet-stream")
-                    .await?;
-                return Ok(());
+                return Ok(bytes.freeze());
             }
             Some("key") => {
                 let key = field.text().await.map_err(unreadable)?;

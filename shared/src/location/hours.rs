@@ -120,54 +120,10 @@ fn parse_day(fields: &mut FieldErrors, path: &[&str], d: usize, value: &Value) -
     }
     let mut parsed: Vec<(u32, u32)> = Vec::with_capacity(ranges.len());
     for (r, range) in ranges.iter().enumerate() {
-        let index = r.to_string();
-        let pair = match range {
-            Value::Array(pair) if pair.len() == 2 => pair,
-            _ => {
-                add(
-                    &[index.as_str()],
-                    format!(
-                        "Day {d}, range {r}: must be [\"HH:MM:SS\", \"HH:MM:SS\"] (or the day \
-                         [\"{ALL_DAY}\"] alone)."
-                    ),
-                );
-                continue;
-            }
-        };
-        let time = |v: &Value| v.as_str().and_then(seconds);
-        match (time(&pair[0]), time(&pair[1])) {
-            (Some(start), Some(end)) if end > start => {
-                if let Some(&(_, previous_end)) = parsed.last() {
-                    if start < previous_end {
-                        add(
-                            &[index.as_str()],
-                            format!(
-                                "Day {d}, range {r}: starts before range {} ends; give the \
-                                 ranges in order, without overlaps.",
-                                r - 1
-                            ),
-                        );
-                        continue;
-                    }
-                }
-                parsed.push((start, end));
-            }
-            (Some(_), Some(_)) => add(
-                &[index.as_str()],
-                format!("Day {d}, range {r}: ends before (or when) it starts."),
-            ),
-            _ => add(
-                &[index.as_str()],
-                format!(
-                    "Day {d}, range {r}: {} is not a time from 00:00:00 to 24:00:00 \
-                     (HH:MM:SS).",
-                    if time(&pair[0]).is_none() {
-                        &pair[0]
-                    } else {
-                        &pair[1]
-                    }
-                ),
-            ),
+        let previous_end = parsed.last().map(|&(_, end)| end);
+        match parse_range(d, r, range, previous_end) {
+            Ok(range) => parsed.push(range),
+            Err(message) => add(&[r.to_string().as_str()], message),
         }
     }
     Value::Array(
@@ -176,6 +132,50 @@ fn parse_day(fields: &mut FieldErrors, path: &[&str], d: usize, value: &Value) -
             .map(|(start, end)| json!([time_text(start), time_text(end)]))
             .collect(),
     )
+}
+
+/// Range `r` of day `d`, after one that ends at `previous_end`: its start and end in
+/// seconds, or what is wrong with it.
+fn parse_range(
+    d: usize,
+    r: usize,
+    range: &Value,
+    previous_end: Option<u32>,
+) -> Result<(u32, u32), String> {
+    let pair = match range {
+        Value::Array(pair) if pair.len() == 2 => pair,
+        _ => {
+            return Err(format!(
+                "Day {d}, range {r}: must be [\"HH:MM:SS\", \"HH:MM:SS\"] (or the day \
+                 [\"{ALL_DAY}\"] alone)."
+            ))
+        }
+    };
+    let time = |v: &Value| v.as_str().and_then(seconds);
+    match (time(&pair[0]), time(&pair[1])) {
+        (Some(start), Some(end)) if end > start => {
+            if previous_end.is_some_and(|previous_end| start < previous_end) {
+                return Err(format!(
+                    "Day {d}, range {r}: starts before range {} ends; give the \
+                     ranges in order, without overlaps.",
+                    r - 1
+                ));
+            }
+            Ok((start, end))
+        }
+        (Some(_), Some(_)) => Err(format!(
+            "Day {d}, range {r}: ends before (or when) it starts."
+        )),
+        _ => Err(format!(
+            "Day {d}, range {r}: {} is not a time from 00:00:00 to 24:00:00 \
+             (HH:MM:SS).",
+            if time(&pair[0]).is_none() {
+                &pair[0]
+            } else {
+                &pair[1]
+            }
+        )),
+    }
 }
 
 /// An hours type's name: 1 to 50 of `a-z`, `0-9`, `_`, `-`.
@@ -237,14 +237,7 @@ pub fn parse_hours(
         match value {
             Value::Null => {}
             Value::Object(types) => {
-                for (name, week) in types {
-                    let mut at = path("hours_by_type");
-                    at.push(name);
-                    let name = type_name(fields, &at, Some(&Value::String(name.clone())));
-                    if let (Some(name), Some(week)) = (name, parse_week(fields, &at, week)) {
-                        given.insert(name, week);
-                    }
-                }
+                parse_hours_by_type(fields, &path("hours_by_type"), types, &mut given)
             }
             _ => fields.add_at(
                 &path("hours_by_type"),
@@ -256,32 +249,7 @@ pub fn parse_hours(
         any = true;
         match value {
             Value::Null => {}
-            Value::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    let index = i.to_string();
-                    let mut at = path("hours");
-                    at.push(&index);
-                    let Value::Object(item) = item else {
-                        fields.add_at(&at, "Must be an object {\"type\", \"hours\"}.");
-                        continue;
-                    };
-                    let mut type_at = at.clone();
-                    type_at.push("type");
-                    let name = type_name(fields, &type_at, item.get("type"));
-                    let mut hours_at = at.clone();
-                    hours_at.push("hours");
-                    let week = match item.get("hours") {
-                        None => {
-                            fields.add_at(&hours_at, "This field is required.");
-                            None
-                        }
-                        Some(week) => parse_week(fields, &hours_at, week),
-                    };
-                    if let (Some(name), Some(week)) = (name, week) {
-                        given.insert(name, week);
-                    }
-                }
-            }
+            Value::Array(items) => parse_hours_list(fields, &path("hours"), items, &mut given),
             _ => fields.add_at(
                 &path("hours"),
                 "Must be a list of {\"type\", \"hours\"} objects.",
@@ -295,6 +263,56 @@ pub fn parse_hours(
         );
     }
     any.then_some(given)
+}
+
+/// `hours_by_type` (at `path`): an object of hours types to weeks, into `given`.
+fn parse_hours_by_type(
+    fields: &mut FieldErrors,
+    path: &[&str],
+    types: &Map<String, Value>,
+    given: &mut HoursByType,
+) {
+    for (name, week) in types {
+        let mut at = path.to_vec();
+        at.push(name);
+        let name = type_name(fields, &at, Some(&Value::String(name.clone())));
+        if let (Some(name), Some(week)) = (name, parse_week(fields, &at, week)) {
+            given.insert(name, week);
+        }
+    }
+}
+
+/// `hours` (at `path`): a list of `{"type", "hours"}` objects, into `given`.
+fn parse_hours_list(
+    fields: &mut FieldErrors,
+    path: &[&str],
+    items: &[Value],
+    given: &mut HoursByType,
+) {
+    for (i, item) in items.iter().enumerate() {
+        let index = i.to_string();
+        let mut at = path.to_vec();
+        at.push(&index);
+        let Value::Object(item) = item else {
+            fields.add_at(&at, "Must be an object {\"type\", \"hours\"}.");
+            continue;
+        };
+        let mut type_at = at.clone();
+        type_at.push("type");
+        let name = type_name(fields, &type_at, item.get("type"));
+        let mut hours_at = at.clone();
+        hours_at.push("hours");
+        let week = match item.get("hours") {
+            None => {
+                fields.add_at(&hours_at, "This field is required.");
+                None
+            }
+            Some(week) => parse_week(fields, &hours_at, week),
+        };
+        if let (Some(name), Some(week)) = (name, week) {
+            given.insert(name, week);
+        }
+    }
 }
 
 #[cfg(test)]

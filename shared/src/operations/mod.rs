@@ -60,7 +60,8 @@ pub trait WriteBudget: Send + Sync {
 pub struct Reply {
     pub status: StatusCode,
     pub body: Value,
-    pub location: Option<String>,
+    /// The new resource's URI, answered as the `Location` header.
+    pub created_uri: Option<String>,
 }
 
 impl Reply {
@@ -68,7 +69,7 @@ impl Reply {
         Reply {
             status: StatusCode::OK,
             body,
-            location: None,
+            created_uri: None,
         }
     }
 
@@ -77,15 +78,15 @@ impl Reply {
         Reply {
             status: StatusCode::NO_CONTENT,
             body: Value::Null,
-            location: None,
+            created_uri: None,
         }
     }
 
-    pub fn created(body: Value, location: String) -> Self {
+    pub fn created(body: Value, created_uri: String) -> Self {
         Reply {
             status: StatusCode::CREATED,
             body,
-            location: Some(location),
+            created_uri: Some(created_uri),
         }
     }
 }

@@ -56,7 +56,7 @@ pub const MAX_ORIGINAL_BYTES: u64 = 64 << 20;
 pub const QUEUED_PER_ENCODER: usize = 4;
 
 /// How long a sibling that could not be made or stored is not tried again: as long as the
-/// variant answered in its place may be cached (`api::siblings::FALLBACK_CACHE_CONTROL`).
+/// variant answered in its place may be cached (`api::sibling_answer::FALLBACK_CACHE_CONTROL`).
 pub const RETRY_AFTER: Duration = Duration::from_secs(300);
 
 /// How long a variant found to get no sibling in a format is answered its stand-in without

@@ -210,7 +210,10 @@ pub struct IdempotencyKey<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredAnswer {
     pub status: u16,
-    pub location: String,
+    /// The created object's URI, its `Location`. Stored under the name `location` (the
+    /// DynamoDB attribute, the SQLite column), which stays so that answers stored before
+    /// the field had this name still read.
+    pub created_uri: String,
 }
 
 /// What holds an `Idempotency-Key` when a request claims it.

@@ -16,7 +16,7 @@ const BUSINESSES: &str = "/api/v2/businesses/";
 const IMAGES: &str = "/api/v2/images/";
 const REPLAYED: &str = "idempotent-replayed";
 
-fn location(reply: &sitehost::local::client::Reply) -> String {
+fn location(reply: &sitehost::local::client::ClientResponse) -> String {
     let location = reply.headers.get("location").expect("a Location");
     location.to_str().expect("ASCII").to_string()
 }

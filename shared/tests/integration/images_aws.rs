@@ -148,9 +148,12 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
     // function makes it: read from S3, encoded, stored with the files' headers.
     let siblings = sitehost::deployment::siblings(Some(&aws.files())).expect("a build with images");
     let medium = by_url.body["sizes"]["medium"].as_str().expect("path");
-    let made =
-        sitehost::api::siblings::answer(&siblings, &http::Method::GET, &format!("/{medium}.webp"))
-            .await;
+    let made = sitehost::api::sibling_answer::answer(
+        &siblings,
+        &http::Method::GET,
+        &format!("/{medium}.webp"),
+    )
+    .await;
     assert_eq!(made.status(), 200);
     let webp =
         image::load_from_memory_with_format(made.body(), image::ImageFormat::WebP).expect("a WebP");
@@ -166,9 +169,12 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
     assert_eq!(stored.content_type(), Some("image/webp"));
     assert_eq!(stored.cache_control(), Some(CACHE_CONTROL));
     // Its AVIF sibling the same way, stored as image/avif.
-    let made =
-        sitehost::api::siblings::answer(&siblings, &http::Method::GET, &format!("/{medium}.avif"))
-            .await;
+    let made = sitehost::api::sibling_answer::answer(
+        &siblings,
+        &http::Method::GET,
+        &format!("/{medium}.avif"),
+    )
+    .await;
     assert_eq!(made.status(), 200);
     assert_eq!(made.headers()["content-type"], "image/avif");
     assert_eq!(made.body().get(4..12), Some(&b"ftypavif"[..]));
@@ -183,7 +189,7 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
     assert_eq!(stored.content_type(), Some("image/avif"));
     assert_eq!(stored.cache_control(), Some(CACHE_CONTROL));
     // A variant S3 does not have (NoSuchKey, not an error) has no sibling.
-    let missing = sitehost::api::siblings::answer(
+    let missing = sitehost::api::sibling_answer::answer(
         &siblings,
         &http::Method::GET,
         &format!("/{}.webp", medium.replace(".medium.", ".large.x")),

@@ -10,7 +10,7 @@ use crate::support;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use sitehost::local::client::Reply;
+use sitehost::local::client::ClientResponse;
 use sitehost::s3::S3Files;
 use sitehost::store::dynamo::DynamoStore;
 use sitehost::store::{Stores, UploadSession};
@@ -59,7 +59,7 @@ async fn post_form(session: &Value, file: &[u8]) -> u16 {
 }
 
 /// The whole flow for `file` on a served app: the session's answer and the create's.
-async fn staged_upload(server: &TestApp, file: &[u8]) -> (Value, Reply) {
+async fn staged_upload(server: &TestApp, file: &[u8]) -> (Value, ClientResponse) {
     let session = server
         .post(
             "/api/v2/images/uploads/",

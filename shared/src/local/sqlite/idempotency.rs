@@ -22,6 +22,67 @@ struct Held {
     answer: Option<StoredAnswer>,
 }
 
+/// The unexpired row of `key`, if there is one.
+fn held_key(
+    tx: &rusqlite::Transaction,
+    key: &IdempotencyKey<'_>,
+    now: i64,
+) -> Result<Option<Held>> {
+    let held = tx
+        .query_row(
+            "SELECT fingerprint, lease_until, expires_at, status, location
+             FROM idempotency_records
+             WHERE account_id = ?1 AND api_key = ?2 AND key = ?3",
+            params![key.account_id, key.api_key, key.value],
+            |row| {
+                let expires_at: i64 = row.get(2)?;
+                let status: Option<u16> = row.get(3)?;
+                // `location`: the column keeps the name it was first stored under.
+                let created_uri: Option<String> = row.get(4)?;
+                let held = Held {
+                    fingerprint: row.get(0)?,
+                    lease_until: row.get(1)?,
+                    answer: status
+                        .zip(created_uri)
+                        .map(|(status, created_uri)| StoredAnswer {
+                            status,
+                            created_uri,
+                        }),
+                };
+                Ok((expires_at > now).then_some(held))
+            },
+        )
+        .optional()
+        .map_err(db_error)?;
+    Ok(held.flatten())
+}
+
+/// Writes a fresh claim of `key` for `fingerprint`, over an expired row.
+fn insert_claim(
+    tx: &rusqlite::Transaction,
+    key: &IdempotencyKey<'_>,
+    fingerprint: &str,
+    now: i64,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO idempotency_records (account_id, api_key, key, fingerprint,
+         lease_until, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (account_id, api_key, key) DO UPDATE SET
+         fingerprint = excluded.fingerprint, lease_until = excluded.lease_until,
+         expires_at = excluded.expires_at, status = NULL, location = NULL",
+        params![
+            key.account_id,
+            key.api_key,
+            key.value,
+            fingerprint,
+            now + IDEMPOTENCY_LEASE_SECS,
+            now + IDEMPOTENCY_KEY_SECS
+        ],
+    )
+    .map_err(db_error)?;
+    Ok(())
+}
+
 #[async_trait]
 impl IdempotencyStore for SqliteStore {
     async fn claim_idempotency_key(
@@ -39,50 +100,10 @@ impl IdempotencyStore for SqliteStore {
                 params![now, SWEEP_PER_CLAIM],
             )
             .map_err(db_error)?;
-            let held = tx
-                .query_row(
-                    "SELECT fingerprint, lease_until, expires_at, status, location
-                     FROM idempotency_records
-                     WHERE account_id = ?1 AND api_key = ?2 AND key = ?3",
-                    params![account_id, api_key, value],
-                    |row| {
-                        let expires_at: i64 = row.get(2)?;
-                        let status: Option<u16> = row.get(3)?;
-                        let location: Option<String> = row.get(4)?;
-                        let held = Held {
-                            fingerprint: row.get(0)?,
-                            lease_until: row.get(1)?,
-                            answer: status
-                                .zip(location)
-                                .map(|(status, location)| StoredAnswer { status, location }),
-                        };
-                        Ok((expires_at > now).then_some(held))
-                    },
-                )
-                .optional()
-                .map_err(db_error)?
-                .flatten();
-            let claim = |tx: &rusqlite::Transaction| {
-                tx.execute(
-                    "INSERT INTO idempotency_records (account_id, api_key, key, fingerprint,
-                     lease_until, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                     ON CONFLICT (account_id, api_key, key) DO UPDATE SET
-                     fingerprint = excluded.fingerprint, lease_until = excluded.lease_until,
-                     expires_at = excluded.expires_at, status = NULL, location = NULL",
-                    params![
-                        account_id,
-                        api_key,
-                        value,
-                        fingerprint,
-                        now + IDEMPOTENCY_LEASE_SECS,
-                        now + IDEMPOTENCY_KEY_SECS
-                    ],
-                )
-                .map_err(db_error)
-            };
+            let held = held_key(tx, key, now)?;
             Ok(match held {
                 None => {
-                    claim(tx)?;
+                    insert_claim(tx, key, fingerprint, now)?;
                     IdempotencyClaim::Claimed
                 }
                 Some(held) if held.fingerprint != fingerprint => IdempotencyClaim::OtherRequest,
@@ -122,7 +143,7 @@ impl IdempotencyStore for SqliteStore {
                     key.value,
                     fingerprint,
                     answer.status,
-                    answer.location
+                    answer.created_uri
                 ],
             )
             .map_err(db_error)?;

@@ -32,10 +32,10 @@ fn not_found(id: i64) -> ApiError {
 pub async fn list(
     services: &Services,
     caller: &Caller,
-    params: &[(String, String)],
+    query_pairs: &[(String, String)],
 ) -> Result<Reply> {
-    let paging = Paging::parse(params)?;
-    let page = match params::query(params, paging, caller)? {
+    let paging = Paging::parse(query_pairs)?;
+    let page = match params::query(query_pairs, paging, caller)? {
         Some(query) => {
             services
                 .store
@@ -48,7 +48,13 @@ pub async fn list(
         },
     };
     let objects = page.items.iter().map(view::business).collect();
-    let body = envelope(view::LIST_PATH, params, paging, page.total_count, objects);
+    let body = envelope(
+        view::LIST_PATH,
+        query_pairs,
+        paging,
+        page.total_count,
+        objects,
+    );
     Ok(Reply::ok(body))
 }
 

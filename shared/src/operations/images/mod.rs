@@ -16,10 +16,10 @@ use crate::operations::listing::{envelope, Paging};
 pub async fn list(
     services: &Services,
     caller: &Caller,
-    params: &[(String, String)],
+    query_pairs: &[(String, String)],
 ) -> Result<Reply> {
-    let paging = Paging::parse(params)?;
-    let query = params::query(params, paging, caller)?;
+    let paging = Paging::parse(query_pairs)?;
+    let query = params::query(query_pairs, paging, caller)?;
     let page = services
         .store
         .list_images(caller.account_id, &query)
@@ -27,7 +27,7 @@ pub async fn list(
     let objects = page.items.iter().map(view::image).collect();
     Ok(Reply::ok(envelope(
         view::LIST_PATH,
-        params,
+        query_pairs,
         paging,
         page.total_count,
         objects,

@@ -141,7 +141,7 @@ pub async fn create_session(
             "expires": iso8601(session.expires_at),
             "max_bytes": size,
         }),
-        location: None,
+        created_uri: None,
     })
 }
 

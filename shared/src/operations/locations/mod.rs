@@ -150,10 +150,10 @@ fn sort(rows: &mut [(&Location, &Business)], order: LocationOrder) {
 pub async fn list(
     services: &Services,
     caller: &Caller,
-    params: &[(String, String)],
+    query_pairs: &[(String, String)],
 ) -> Result<Reply> {
-    let paging = Paging::parse(params)?;
-    let query = params::query(params)?;
+    let paging = Paging::parse(query_pairs)?;
+    let query = params::query(query_pairs)?;
     let details = listed_businesses(services, caller, &query).await?;
     let mut rows: Vec<(&Location, &Business)> = details
         .iter()
@@ -171,7 +171,7 @@ pub async fn list(
         .take(usize::try_from(paging.limit).unwrap_or(usize::MAX))
         .map(|(l, b)| view::location(l, b))
         .collect();
-    let body = envelope(view::LIST_PATH, params, paging, total_count, objects);
+    let body = envelope(view::LIST_PATH, query_pairs, paging, total_count, objects);
     Ok(Reply::ok(body))
 }
 

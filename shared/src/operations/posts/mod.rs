@@ -91,13 +91,13 @@ pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) 
 pub async fn list(
     services: &Services,
     caller: &Caller,
-    params: &[(String, String)],
+    query_pairs: &[(String, String)],
 ) -> Result<Reply> {
-    let paging = Paging::parse(params)?;
-    reject_unsupported_filters(params, &FIELDS, &["site_id"])?;
+    let paging = Paging::parse(query_pairs)?;
+    reject_unsupported_filters(query_pairs, &FIELDS, &["site_id"])?;
     let mut fields = FieldErrors::default();
     let mut site_id = None;
-    for (name, value) in params {
+    for (name, value) in query_pairs {
         match name.as_str() {
             "site_id" => match parse_id(value) {
                 Some(id) => site_id = Some(id),
@@ -133,6 +133,12 @@ pub async fn list(
         },
     };
     let objects = page.items.iter().map(view::post).collect();
-    let body = envelope(view::LIST_PATH, params, paging, page.total_count, objects);
+    let body = envelope(
+        view::LIST_PATH,
+        query_pairs,
+        paging,
+        page.total_count,
+        objects,
+    );
     Ok(Reply::ok(body))
 }

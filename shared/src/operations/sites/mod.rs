@@ -81,10 +81,10 @@ pub async fn visible_site(services: &Services, caller: &Caller, id: i64) -> Resu
 pub async fn list(
     services: &Services,
     caller: &Caller,
-    params: &[(String, String)],
+    query_pairs: &[(String, String)],
 ) -> Result<Reply> {
-    let paging = Paging::parse(params)?;
-    let page = match params::query(params, paging, caller)? {
+    let paging = Paging::parse(query_pairs)?;
+    let page = match params::query(query_pairs, paging, caller)? {
         Some(query) => services.store.list_sites(caller.account_id, &query).await?,
         None => Page {
             items: Vec::new(),
@@ -92,7 +92,13 @@ pub async fn list(
         },
     };
     let objects = page.items.iter().map(view::site).collect();
-    let body = envelope(view::LIST_PATH, params, paging, page.total_count, objects);
+    let body = envelope(
+        view::LIST_PATH,
+        query_pairs,
+        paging,
+        page.total_count,
+        objects,
+    );
     Ok(Reply::ok(body))
 }
 

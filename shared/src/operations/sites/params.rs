@@ -81,24 +81,13 @@ pub fn query(
             parsed
         };
         match name.as_str() {
-            "deleted" => match value.as_str() {
-                "0" | "false" | "False" => filter.deleted = Some(false),
-                "1" | "true" | "True" => filter.deleted = Some(true),
-                _ => fields.add(
-                    "deleted",
-                    format!("'{value}' is not one of 0, 1, false, true."),
-                ),
-            },
+            "deleted" => filter.deleted = deleted_flag(value, &mut fields).or(filter.deleted),
             "partner_sub_id" => filter.partner_sub_id = Some(value.clone()),
-            "added__date" => match NaiveDate::parse_from_str(value, "%Y-%m-%d") {
-                Ok(day) if value.len() == 10 => {
-                    keys.push(("added__date", SiteKeyFilter::AddedDate(day)))
+            "added__date" => {
+                if let Some(key) = added_date(value, &mut fields) {
+                    keys.push(("added__date", key));
                 }
-                _ => fields.add(
-                    "added__date",
-                    format!("'{value}' is not a valid date (YYYY-MM-DD)."),
-                ),
-            },
+            }
             "business_id" => {
                 if let Some(id) = id(&mut fields) {
                     keys.push(("business_id", SiteKeyFilter::Business(id)));
@@ -116,42 +105,12 @@ pub fn query(
             "domain" => domain = Some(host_filter(value)),
             "subdomain" => subdomain = Some(host_filter(value)),
             "base_directory" => base_directory = Some(base_directory_filter(value)),
-            "order_by" => match value.as_str() {
-                "id" => order = SiteOrder::IdAsc,
-                "-id" => order = SiteOrder::IdDesc,
-                "title" => order = SiteOrder::TitleAsc,
-                "-title" => order = SiteOrder::TitleDesc,
-                other => fields.add(
-                    "order_by",
-                    format!(
-                        "'{other}' is not an allowed ordering; use one of id, -id, title, -title"
-                    ),
-                ),
-            },
+            "order_by" => order = site_order(value, &mut fields).unwrap_or(order),
             _ => {}
         }
     }
-    match (domain, subdomain, base_directory) {
-        (None, None, None) => {}
-        (Some(domain), None, None) => keys.push(("domain", SiteKeyFilter::Domain(domain))),
-        (Some(domain), Some(subdomain), Some(base_directory)) => keys.push((
-            "domain",
-            SiteKeyFilter::Address(Address {
-                domain,
-                subdomain,
-                base_directory,
-            }),
-        )),
-        (_, subdomain, base_directory) => {
-            for (name, given) in [
-                ("subdomain", subdomain.is_some()),
-                ("base_directory", base_directory.is_some()),
-            ] {
-                if !given {
-                    fields.add(name, "An address filter gives domain, subdomain and base_directory together (or domain alone).");
-                }
-            }
-        }
+    if let Some(key) = address_key(domain, subdomain, base_directory, &mut fields) {
+        keys.push(("domain", key));
     }
     // Tastypie would filter by any combination; each list here is one scope, so the narrow
     // filters come one at a time.
@@ -175,6 +134,84 @@ pub fn query(
         limit: paging.limit,
         offset: paging.offset,
     }))
+}
+
+/// `deleted`'s value, or `None` with a field error.
+fn deleted_flag(value: &str, fields: &mut FieldErrors) -> Option<bool> {
+    match value {
+        "0" | "false" | "False" => Some(false),
+        "1" | "true" | "True" => Some(true),
+        _ => {
+            fields.add(
+                "deleted",
+                format!("'{value}' is not one of 0, 1, false, true."),
+            );
+            None
+        }
+    }
+}
+
+/// `added__date`'s day, or `None` with a field error.
+fn added_date(value: &str, fields: &mut FieldErrors) -> Option<SiteKeyFilter> {
+    match NaiveDate::parse_from_str(value, "%Y-%m-%d") {
+        Ok(day) if value.len() == 10 => Some(SiteKeyFilter::AddedDate(day)),
+        _ => {
+            fields.add(
+                "added__date",
+                format!("'{value}' is not a valid date (YYYY-MM-DD)."),
+            );
+            None
+        }
+    }
+}
+
+/// `order_by`'s order, or `None` with a field error.
+fn site_order(value: &str, fields: &mut FieldErrors) -> Option<SiteOrder> {
+    match value {
+        "id" => Some(SiteOrder::IdAsc),
+        "-id" => Some(SiteOrder::IdDesc),
+        "title" => Some(SiteOrder::TitleAsc),
+        "-title" => Some(SiteOrder::TitleDesc),
+        other => {
+            fields.add(
+                "order_by",
+                format!("'{other}' is not an allowed ordering; use one of id, -id, title, -title"),
+            );
+            None
+        }
+    }
+}
+
+/// The filter of `domain` alone or of the whole address; an address given in part is a
+/// field error for each part missing.
+fn address_key(
+    domain: Option<String>,
+    subdomain: Option<String>,
+    base_directory: Option<String>,
+    fields: &mut FieldErrors,
+) -> Option<SiteKeyFilter> {
+    match (domain, subdomain, base_directory) {
+        (None, None, None) => None,
+        (Some(domain), None, None) => Some(SiteKeyFilter::Domain(domain)),
+        (Some(domain), Some(subdomain), Some(base_directory)) => {
+            Some(SiteKeyFilter::Address(Address {
+                domain,
+                subdomain,
+                base_directory,
+            }))
+        }
+        (_, subdomain, base_directory) => {
+            for (name, given) in [
+                ("subdomain", subdomain.is_some()),
+                ("base_directory", base_directory.is_some()),
+            ] {
+                if !given {
+                    fields.add(name, "An address filter gives domain, subdomain and base_directory together (or domain alone).");
+                }
+            }
+            None
+        }
+    }
 }
 
 #[cfg(test)]

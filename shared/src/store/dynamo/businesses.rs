@@ -1,6 +1,7 @@
 //! Businesses: create and update are one transaction each; lists are one scope `Query`.
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::types::TransactWriteItem;
 
 use super::items::{self, name_sort_key, Kind, Seq};
 use super::reads::ScopeList;
@@ -179,124 +180,22 @@ impl BusinessStore for DynamoStore {
             let Some(read) = self.read_detail(account_id, id).await? else {
                 return Ok(None);
             };
-            let (mut detail, version) = (read.detail, read.version);
-            if !detail.business.visible_to(restrict_sub_id) {
+            if !read.detail.business.visible_to(restrict_sub_id) {
                 return Ok(None);
             }
-            let before_detail = detail.clone();
-            let fresh = self
-                .next_ids(Seq::Location, detail.ids_needed(&patch))
-                .await?;
-            self.put_location_pointers(account_id, id, &fresh).await?;
-            if !detail.apply(&patch, now, &mut fresh.into_iter())? {
-                return Ok(Some(detail));
-            }
-            let details_changed = (&before_detail.services, &before_detail.locations)
-                != (&detail.services, &detail.locations);
-            let before = &before_detail.business;
-            let business = &detail.business;
-            let before_scopes = scope::business_scopes(before);
-            let after_scopes = scope::business_scopes(business);
-            let before_nk = name_sort_key(before);
-            let after_nk = name_sort_key(business);
-
-            let change = ScopeChange::between(&before_scopes, &after_scopes);
-            let logo = new_logo(before, business);
-            let business_sub = business.partner_sub_id.as_deref();
-            // A restricted key may use only its sub id's images, which fit only a business
-            // of that sub id: moving the business elsewhere with its logo cannot pass.
-            if let (Some(logo), Some(sub)) = (logo, restrict_sub_id) {
-                if business_sub != Some(sub) {
-                    return Err(self.logo_refusal(account_id, logo, restrict_sub_id).await);
-                }
-            }
-            // The logo it no longer has loses this business's mark (delete_image checks it).
-            let old_logo = before
-                .logo_image_id
-                .filter(|&old| business.logo_image_id != Some(old));
-            // The logo mark goes last, so its index is the number of other actions.
-            let mut logo_index = 0;
-            // Each attempt draws its counter lane afresh (spread.rs); the entries stay in
-            // the shard of the id.
-            let actions = || {
-                let lane = spread::random_lane();
-                let counter =
-                    |scope: &str| items::counter_key(Kind::Business, account_id, scope, lane);
-                let mut actions =
-                    vec![self
-                        .put_if_version(records::business_item(business, version + 1), version)?];
-                // Second, so that its failed condition is a lost race like the first's.
-                if details_changed {
-                    actions.push(self.put_if_read(
-                        records::details_item(&detail, version + 1)?,
-                        read.details_version,
-                    )?);
-                }
-                for scope in &change.left {
-                    actions.push(self.delete(items::entry_key(
-                        Kind::Business,
-                        account_id,
-                        scope,
-                        id,
-                    ))?);
-                    actions.push(self.add(counter(scope), -1)?);
-                }
-                for scope in &after_scopes {
-                    let joined = change.joined.contains(&scope);
-                    if joined || after_nk != before_nk {
-                        actions.push(self.put(items::entry_item(
-                            Kind::Business,
-                            account_id,
-                            scope,
-                            id,
-                            Some(&after_nk),
-                        ))?);
-                    }
-                    if joined {
-                        actions.push(self.add(counter(scope), 1)?);
-                    }
-                }
-                if let Some(old) = old_logo {
-                    actions.push(self.unmark_logo(old, id)?);
-                }
-                logo_index = actions.len();
-                if let Some(logo) = logo {
-                    let of = match restrict_sub_id {
-                        Some(sub) => LogoOf::SubId(sub),
-                        None => LogoOf::Business(business_sub),
-                    };
-                    actions.push(self.mark_logo(logo, account_id, of, id)?);
-                }
-                Ok(actions)
-            };
-
-            // A few attempts only: conflicts here are mostly with other writers of this
-            // very business, and once one of them commits this one must read again anyway.
-            let (codes, lost_race) = match self
-                .transact("update business", UPDATE_TX_ATTEMPTS, actions)
+            let change = match self
+                .patch_business(read, &patch, now, restrict_sub_id)
                 .await?
             {
-                TxOutcome::Committed => {
-                    if let Some(LocationEdit::Remove(gone)) = &patch.location_edit {
-                        self.delete_location_pointer(*gone).await;
-                    }
-                    return Ok(Some(detail));
-                }
-                TxOutcome::Busy(codes) => (codes, true),
-                // A version check failed: the business changed since it was read.
-                TxOutcome::Cancelled(codes) => {
-                    let lost = TxOutcome::failed_condition(&codes, 0)
-                        || (details_changed && TxOutcome::failed_condition(&codes, 1));
-                    (codes, lost)
-                }
+                Patched::Unchanged(detail) => return Ok(Some(*detail)),
+                Patched::Changed(change) => *change,
             };
-            if !lost_race {
-                return match logo {
-                    Some(logo) if TxOutcome::failed_condition(&codes, logo_index) => {
-                        Err(self.logo_refusal(account_id, logo, restrict_sub_id).await)
-                    }
-                    _ => Err(cancelled("update business", &codes)),
-                };
+            self.check_logo_follows(&change).await?;
+            if self.write_business_update(&change).await? == Written::Committed {
+                if let Some(LocationEdit::Remove(gone)) = &patch.location_edit {
+                    self.delete_location_pointer(*gone).await;
+                }
+                return Ok(Some(change.after));
             }
             tracing::debug!(id, attempt, "business update lost a race; retrying");
             backoff(attempt, self.stretch).await;
@@ -329,5 +228,199 @@ impl BusinessStore for DynamoStore {
             items.push(business);
         }
         Ok(Page { items, total_count })
+    }
+}
+
+/// A business patched in memory: unchanged (nothing to write), or changed.
+enum Patched<'a> {
+    Unchanged(Box<BusinessDetail>),
+    Changed(Box<BusinessChange<'a>>),
+}
+
+/// One attempt's update of a business: the detail as read and as patched, with the versions
+/// its write is conditioned on.
+struct BusinessChange<'a> {
+    account_id: i64,
+    id: i64,
+    restrict_sub_id: Option<&'a str>,
+    before: BusinessDetail,
+    after: BusinessDetail,
+    version: i64,
+    details_version: Option<i64>,
+}
+
+impl BusinessChange<'_> {
+    fn details_changed(&self) -> bool {
+        (&self.before.services, &self.before.locations)
+            != (&self.after.services, &self.after.locations)
+    }
+
+    /// The logo the business newly has (or keeps under another sub id): it gets a mark.
+    fn new_logo(&self) -> Option<i64> {
+        new_logo(&self.before.business, &self.after.business)
+    }
+
+    /// The logo it no longer has: it loses this business's mark (delete_image checks it).
+    fn old_logo(&self) -> Option<i64> {
+        let kept = self.after.business.logo_image_id;
+        self.before
+            .business
+            .logo_image_id
+            .filter(|&old| kept != Some(old))
+    }
+
+    fn business_sub_id(&self) -> Option<&str> {
+        self.after.business.partner_sub_id.as_deref()
+    }
+}
+
+/// How the write of one update attempt ended, when it did not fail.
+#[derive(PartialEq)]
+enum Written {
+    Committed,
+    /// A version check failed or conflicts outlasted the attempts: read again.
+    LostRace,
+}
+
+impl DynamoStore {
+    /// The business as read with the patch applied, after fresh ids for its new locations
+    /// (and their pointers) are taken.
+    async fn patch_business<'a>(
+        &self,
+        read: ReadDetail,
+        patch: &BusinessPatch,
+        now: i64,
+        restrict_sub_id: Option<&'a str>,
+    ) -> Result<Patched<'a>> {
+        let (account_id, id) = (read.detail.business.account_id, read.detail.business.id);
+        let mut after = read.detail.clone();
+        let fresh = self
+            .next_ids(Seq::Location, after.ids_needed(patch))
+            .await?;
+        self.put_location_pointers(account_id, id, &fresh).await?;
+        if !after.apply(patch, now, &mut fresh.into_iter())? {
+            return Ok(Patched::Unchanged(Box::new(after)));
+        }
+        Ok(Patched::Changed(Box::new(BusinessChange {
+            account_id,
+            id,
+            restrict_sub_id,
+            before: read.detail,
+            after,
+            version: read.version,
+            details_version: read.details_version,
+        })))
+    }
+
+    /// A restricted key may use only its sub id's images, which fit only a business of that
+    /// sub id: moving the business elsewhere with its logo cannot pass.
+    async fn check_logo_follows(&self, change: &BusinessChange<'_>) -> Result<()> {
+        if let (Some(logo), Some(sub)) = (change.new_logo(), change.restrict_sub_id) {
+            if change.business_sub_id() != Some(sub) {
+                let refusal = self
+                    .logo_refusal(change.account_id, logo, change.restrict_sub_id)
+                    .await;
+                return Err(refusal);
+            }
+        }
+        Ok(())
+    }
+
+    /// The update's one transaction: a failed version check is a lost race; the logo mark's
+    /// failed condition is a refusal.
+    async fn write_business_update(&self, change: &BusinessChange<'_>) -> Result<Written> {
+        // Each attempt draws its counter lane afresh (spread.rs); the entries stay in the
+        // shard of the id. A few attempts only: conflicts here are mostly with other writers
+        // of this very business, and once one of them commits this one must read again.
+        let actions = || self.business_update_actions(change, spread::random_lane());
+        let codes = match self
+            .transact("update business", UPDATE_TX_ATTEMPTS, actions)
+            .await?
+        {
+            TxOutcome::Committed => return Ok(Written::Committed),
+            TxOutcome::Busy(_) => return Ok(Written::LostRace),
+            TxOutcome::Cancelled(codes) => codes,
+        };
+        // A version check failed: the business changed since it was read.
+        if TxOutcome::failed_condition(&codes, 0)
+            || (change.details_changed() && TxOutcome::failed_condition(&codes, 1))
+        {
+            return Ok(Written::LostRace);
+        }
+        Err(match change.new_logo() {
+            // The logo mark goes last.
+            Some(logo) if TxOutcome::failed_last_condition(&codes) => {
+                self.logo_refusal(change.account_id, logo, change.restrict_sub_id)
+                    .await
+            }
+            _ => cancelled("update business", &codes),
+        })
+    }
+
+    /// The versioned puts, then the list entries and counters, then the logo marks.
+    fn business_update_actions(
+        &self,
+        change: &BusinessChange<'_>,
+        lane: u32,
+    ) -> Result<Vec<TransactWriteItem>> {
+        let (account_id, id, version) = (change.account_id, change.id, change.version);
+        let business = &change.after.business;
+        let mut actions =
+            vec![self.put_if_version(records::business_item(business, version + 1), version)?];
+        // Second, so that its failed condition is a lost race like the first's.
+        if change.details_changed() {
+            actions.push(self.put_if_read(
+                records::details_item(&change.after, version + 1)?,
+                change.details_version,
+            )?);
+        }
+        actions.extend(self.business_entry_actions(change, lane)?);
+        if let Some(old) = change.old_logo() {
+            actions.push(self.unmark_logo(old, id)?);
+        }
+        if let Some(logo) = change.new_logo() {
+            let of = match change.restrict_sub_id {
+                Some(sub) => LogoOf::SubId(sub),
+                None => LogoOf::Business(change.business_sub_id()),
+            };
+            actions.push(self.mark_logo(logo, account_id, of, id)?);
+        }
+        Ok(actions)
+    }
+
+    /// The list entries the business leaves, joins or renames in, with their counters.
+    fn business_entry_actions(
+        &self,
+        change: &BusinessChange<'_>,
+        lane: u32,
+    ) -> Result<Vec<TransactWriteItem>> {
+        let (account_id, id) = (change.account_id, change.id);
+        let (before, after) = (&change.before.business, &change.after.business);
+        let (before_scopes, after_scopes) = (
+            scope::business_scopes(before),
+            scope::business_scopes(after),
+        );
+        let scopes = ScopeChange::between(&before_scopes, &after_scopes);
+        let after_nk = name_sort_key(after);
+        let renamed = after_nk != name_sort_key(before);
+        let counter = |scope: &str| items::counter_key(Kind::Business, account_id, scope, lane);
+        let mut actions = Vec::new();
+        for scope in &scopes.left {
+            let entry = items::entry_key(Kind::Business, account_id, scope, id);
+            actions.push(self.delete(entry)?);
+            actions.push(self.add(counter(scope), -1)?);
+        }
+        for scope in &after_scopes {
+            let joined = scopes.joined.contains(&scope);
+            if joined || renamed {
+                let entry =
+                    items::entry_item(Kind::Business, account_id, scope, id, Some(&after_nk));
+                actions.push(self.put(entry)?);
+            }
+            if joined {
+                actions.push(self.add(counter(scope), 1)?);
+            }
+        }
+        Ok(actions)
     }
 }

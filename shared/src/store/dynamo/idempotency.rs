@@ -20,7 +20,8 @@ const FINGERPRINT: &str = "fingerprint";
 const LEASE_UNTIL: &str = "lease_until";
 const EXPIRES_AT: &str = "expires_at";
 const STATUS: &str = "status";
-const LOCATION: &str = "location";
+/// `StoredAnswer::created_uri`: its attribute keeps the name it was first stored under.
+const CREATED_URI: &str = "location";
 
 fn answer_of(item: &Item) -> Result<Option<StoredAnswer>> {
     let Some(status) = opt_n::<u16>(item, STATUS)? else {
@@ -28,7 +29,7 @@ fn answer_of(item: &Item) -> Result<Option<StoredAnswer>> {
     };
     Ok(Some(StoredAnswer {
         status,
-        location: get_s(item, LOCATION)?,
+        created_uri: get_s(item, CREATED_URI)?,
     }))
 }
 
@@ -131,10 +132,10 @@ impl IdempotencyStore for DynamoStore {
             .condition_expression("#fp = :fp AND attribute_not_exists(#st)")
             .expression_attribute_names("#fp", FINGERPRINT)
             .expression_attribute_names("#st", STATUS)
-            .expression_attribute_names("#loc", LOCATION)
+            .expression_attribute_names("#loc", CREATED_URI)
             .expression_attribute_values(":fp", s(fingerprint))
             .expression_attribute_values(":st", n(answer.status))
-            .expression_attribute_values(":loc", AttributeValue::S(answer.location.clone()))
+            .expression_attribute_values(":loc", AttributeValue::S(answer.created_uri.clone()))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;

@@ -123,6 +123,67 @@ impl DynamoStore {
     }
 }
 
+/// One attempt's update of a site: as read, as patched, and the version its write is
+/// conditioned on.
+struct SiteChange<'a> {
+    account_id: i64,
+    before: &'a Site,
+    after: &'a Site,
+    version: i64,
+}
+
+impl DynamoStore {
+    /// The versioned put, the address taken (second, so that its failed condition is at
+    /// index 1) or given up, then the list entries and counters the site leaves, joins or
+    /// is retitled in.
+    fn site_update_actions(
+        &self,
+        change: &SiteChange<'_>,
+        lane: u32,
+    ) -> Result<Vec<TransactWriteItem>> {
+        let (account_id, id) = (change.account_id, change.after.id);
+        let (before, site) = (change.before, change.after);
+        let (then, after) = (site_scopes(before), site_scopes(site));
+        let counted = ScopeChange::between(&then.counted, &after.counted);
+        let listed = ScopeChange::between(&then.listed, &after.listed);
+        let nk = site_nk(site);
+        let retitled = nk != site_nk(before);
+        let entry = |scope: &str| items::entry_key(Kind::Site, account_id, scope, id);
+        let counter = |scope: &str| items::counter_key(Kind::Site, account_id, scope, lane);
+        let version = change.version;
+        let mut actions = vec![self.put_if_version(site_item(site, version + 1), version)?];
+        if held(site).is_some_and(|a| held(before) != Some(a)) {
+            actions.push(self.take_address(site)?);
+        }
+        if let Some(address) = held(before).filter(|a| held(site) != Some(*a)) {
+            actions.push(self.release_address(address, id)?);
+        }
+        for scope in &counted.left {
+            actions.push(self.delete(entry(scope))?);
+            actions.push(self.add(counter(scope), -1)?);
+        }
+        for scope in &listed.left {
+            actions.push(self.delete(entry(scope))?);
+        }
+        for (scopes, change, is_counted) in [
+            (&after.counted, &counted, true),
+            (&after.listed, &listed, false),
+        ] {
+            for scope in scopes {
+                let joined = change.joined.contains(&scope);
+                if joined || retitled {
+                    let item = items::entry_item(Kind::Site, account_id, scope, id, Some(&nk));
+                    actions.push(self.put(item)?);
+                }
+                if joined && is_counted {
+                    actions.push(self.add(counter(scope), 1)?);
+                }
+            }
+        }
+        Ok(actions)
+    }
+}
+
 #[async_trait]
 impl SiteStore for DynamoStore {
     async fn create_site(&self, account_id: i64, new: NewSite, now: i64) -> Result<Site> {
@@ -190,55 +251,14 @@ impl SiteStore for DynamoStore {
                 return Ok(Some(site));
             }
             check_write_size(Some(&before), &site)?;
-            let (then, after) = (site_scopes(&before), site_scopes(&site));
-            let counted = ScopeChange::between(&then.counted, &after.counted);
-            let listed = ScopeChange::between(&then.listed, &after.listed);
-            let nk = site_nk(&site);
-            let retitled = nk != site_nk(&before);
             let takes = held(&site).filter(|a| held(&before) != Some(*a));
-            let gives_up = held(&before).filter(|a| held(&site) != Some(*a));
-            let entry = |scope: &str| items::entry_key(Kind::Site, account_id, scope, id);
-            let actions = || {
-                let lane = spread::random_lane();
-                let counter = |scope: &str| items::counter_key(Kind::Site, account_id, scope, lane);
-                let mut actions =
-                    vec![self.put_if_version(site_item(&site, version + 1), version)?];
-                // Second, so that its failed condition is at index 1.
-                if takes.is_some() {
-                    actions.push(self.take_address(&site)?);
-                }
-                if let Some(address) = gives_up {
-                    actions.push(self.release_address(address, id)?);
-                }
-                for scope in &counted.left {
-                    actions.push(self.delete(entry(scope))?);
-                    actions.push(self.add(counter(scope), -1)?);
-                }
-                for scope in &listed.left {
-                    actions.push(self.delete(entry(scope))?);
-                }
-                for (scopes, change, is_counted) in [
-                    (&after.counted, &counted, true),
-                    (&after.listed, &listed, false),
-                ] {
-                    for scope in scopes {
-                        let joined = change.joined.contains(&scope);
-                        if joined || retitled {
-                            actions.push(self.put(items::entry_item(
-                                Kind::Site,
-                                account_id,
-                                scope,
-                                id,
-                                Some(&nk),
-                            ))?);
-                        }
-                        if joined && is_counted {
-                            actions.push(self.add(counter(scope), 1)?);
-                        }
-                    }
-                }
-                Ok(actions)
+            let change = SiteChange {
+                account_id,
+                before: &before,
+                after: &site,
+                version,
             };
+            let actions = || self.site_update_actions(&change, spread::random_lane());
             let codes = match self
                 .transact("update site", UPDATE_TX_ATTEMPTS, actions)
                 .await?

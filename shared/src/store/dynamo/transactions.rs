@@ -44,6 +44,11 @@ impl TxOutcome {
     pub(super) fn failed_condition(codes: &[String], index: usize) -> bool {
         codes.get(index).map(String::as_str) == Some("ConditionalCheckFailed")
     }
+
+    /// Whether the last action's condition failed (DynamoDB gives one reason per action).
+    pub(super) fn failed_last_condition(codes: &[String]) -> bool {
+        codes.last().map(String::as_str) == Some("ConditionalCheckFailed")
+    }
 }
 
 /// The number set `{business}` of a logo mark.

@@ -12,8 +12,8 @@ use ::image::{AnimationDecoder, ImageDecoder, ImageError};
 use libwebp_sys as sys;
 
 use super::animation::{Animation, CanvasFrame, Plays};
-use super::codec::{agree, QUALITY, SIBLING_METHOD};
-use super::format::ImageFormat;
+use super::codec::{agree, SIBLING_METHOD};
+use super::format::{ImageFormat, QUALITY};
 use super::pixels::{Layout, Pixels};
 use super::refusal::{unreadable_image_data, Unreadable};
 use super::sniff::Header;

@@ -19,6 +19,7 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
+use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
 use super::anim_gif::GifWriter;
@@ -28,8 +29,8 @@ use super::gif_copy::copy_frames;
 use super::pixels::{Layout, Pixels};
 use super::sniff::Header;
 use super::{
-    assemble, colour, gif_codec, resize, upright_in_srgb, variant_sizes, wants_siblings, ImageInfo,
-    Processed, Timings,
+    assemble, colour, gif_codec, resize, upright_in_srgb, variant_sizes, wants_siblings, Encoded,
+    ImageInfo, Processed, Timings,
 };
 use crate::config::{ImageLimits, MAX_ANIMATED_SIBLING_PIXELS};
 use crate::error::{ApiError, Result};
@@ -160,11 +161,12 @@ pub(super) fn process(
     start: Instant,
 ) -> Result<Processed> {
     let (distinct, which) = variant_sizes(info);
-    let wants_sibling = wants_siblings(info.format, &which, distinct.len());
+    let wants_sibling = wants_siblings(info.format, &which, distinct.len(), limits);
     // A GIF's variants of its own size are its frames, copied (gif_copy.rs).
-    let copied = |index: usize| {
-        info.format == ImageFormat::Gif && distinct[index] == (header.width, header.height)
-    };
+    let copied: Vec<bool> = distinct
+        .iter()
+        .map(|&size| info.format == ImageFormat::Gif && size == (header.width, header.height))
+        .collect();
     let mut frames = open(bytes, header, limits)?;
     let plays = frames.plays;
     let to_srgb = colour::to_srgb(bytes, info.format, Layout::Rgba8);
@@ -176,11 +178,10 @@ pub(super) fn process(
     let mut frame_decode = Duration::ZERO;
     let abort = AtomicBool::new(false);
     let mut frames_done = opened;
-    let encoded = std::thread::scope(|scope| -> Result<Vec<[Option<Vec<u8>>; 2]>> {
+    let encoded = std::thread::scope(|scope| -> Result<Vec<Encoded>> {
         // One encoder per distinct size and, where wanted, one for its WebP sibling; each
         // starts on its size's first frame, which says the size.
-        let mut senders: Vec<[Option<SyncSender<Sent>>; 2]> = vec![[None, None]; distinct.len()];
-        let mut threads = Vec::new();
+        let mut encoders = Encoders::new(scope, plays, &abort, distinct.len());
         let outcome = (|| -> Result<()> {
             loop {
                 let decoding = Instant::now();
@@ -189,70 +190,38 @@ pub(super) fn process(
                 };
                 frame_decode += decoding.elapsed();
                 let (delay, colours) = (frame.delay_ms, frame.colours);
-                let mut sized: Vec<Option<Arc<Pixels>>> = vec![None; distinct.len()];
-                resize::cascade(opaque_as_rgb(frame.pixels), &distinct, |index, image| {
-                    sized[index] = Some(image);
-                })?;
-                for (index, image) in sized.into_iter().enumerate() {
-                    let image = image.ok_or_else(|| ApiError::internal("a size was not made"))?;
+                for (index, image) in resized(frame.pixels, &distinct)?.into_iter().enumerate() {
                     let upright =
                         upright_in_srgb(image, orientation, to_srgb.as_ref(), &colour_nanos)?;
                     if made[index].is_none() {
                         let size = (upright.width, upright.height);
                         made[index] = Some(size);
-                        for (slot, format) in [(0, info.format), (1, ImageFormat::WebP)] {
-                            if (slot == 0 && copied(index))
-                                || (slot == 1 && wants_sibling[index].is_none())
-                            {
-                                continue;
-                            }
-                            let (send, receive) = sync_channel::<Sent>(in_flight(size));
-                            let abort = &abort;
-                            let thread = scope
-                                .spawn(move || encode_frames(format, size, plays, receive, abort));
-                            threads.push((index, slot, thread));
-                            senders[index][slot] = Some(send);
-                        }
+                        let sibling = wants_sibling[index].is_some();
+                        encoders.start_size(index, size, info.format, !copied[index], sibling);
                     }
-                    for send in senders[index].iter().flatten() {
-                        send.send((Arc::clone(&upright), delay, colours.clone()))
-                            // Its encoder failed: its error is reported when it is joined.
-                            .map_err(|_| ApiError::internal("an encoder stopped"))?;
-                    }
+                    encoders.send(index, (upright, delay, colours.clone()))?;
                 }
             }
         })();
         if outcome.is_err() {
             abort.store(true, Ordering::Relaxed);
         }
-        drop(senders);
+        let threads = encoders.close();
         frames_done = Instant::now();
-        let mut encoded: Vec<[Option<Vec<u8>>; 2]> = vec![[None, None]; distinct.len()];
-        let mut failed = None;
-        for (index, slot, thread) in threads {
-            match thread.join() {
-                Ok(Ok(bytes)) => encoded[index][slot] = Some(bytes),
-                Ok(Err(e)) => failed = failed.or(Some(e)),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
+        let (mut encoded, failed) = join_encoders(threads, distinct.len());
         // A decoder's refusal says more than the encoders it stopped.
         outcome?;
         if let Some(e) = failed {
             return Err(e);
         }
-        for (index, encoded) in encoded.iter_mut().enumerate() {
-            if copied(index) {
-                encoded[0] = Some(copy_frames(bytes, header.frames)?);
-            }
-        }
+        copy_same_size(&mut encoded, &copied, bytes, header)?;
         Ok(encoded)
     })?;
     let done = Instant::now();
-    let made: Vec<(u32, u32)> = made
+    let made = made
         .into_iter()
-        .map(|size| size.ok_or_else(|| ApiError::internal("an animation without frames")))
-        .collect::<Result<_>>()?;
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| ApiError::internal("an animation without frames"))?;
     let timings = Timings {
         read: Duration::ZERO,
         decode: (opened - start) + frame_decode,
@@ -262,6 +231,146 @@ pub(super) fn process(
         total: done - start,
     };
     assemble(info, &which, &made, encoded, timings)
+}
+
+/// Which of a size's outputs an encoder makes.
+#[derive(Debug, Clone, Copy)]
+enum Output {
+    Variant,
+    WebpSibling,
+}
+
+/// The channels to one size's encoders, once its first frame has started them.
+#[derive(Default)]
+struct SizeSenders {
+    variant: Option<SyncSender<Sent>>,
+    webp_sibling: Option<SyncSender<Sent>>,
+}
+
+/// An encoder thread of one size's output.
+type EncoderThread<'scope> = (usize, Output, ScopedJoinHandle<'scope, Result<Vec<u8>>>);
+
+/// The encoder threads of an animation's outputs, and the channels that feed them.
+struct Encoders<'scope, 'env> {
+    scope: &'scope Scope<'scope, 'env>,
+    plays: Plays,
+    /// Set when the frames stop early: the encoders' files are not wanted.
+    abort: &'env AtomicBool,
+    senders: Vec<SizeSenders>,
+    threads: Vec<EncoderThread<'scope>>,
+}
+
+impl<'scope, 'env> Encoders<'scope, 'env> {
+    /// No encoder yet for any of `count` sizes.
+    fn new(
+        scope: &'scope Scope<'scope, 'env>,
+        plays: Plays,
+        abort: &'env AtomicBool,
+        count: usize,
+    ) -> Self {
+        Encoders {
+            scope,
+            plays,
+            abort,
+            senders: (0..count).map(|_| SizeSenders::default()).collect(),
+            threads: Vec::new(),
+        }
+    }
+
+    /// Starts the encoder of size `index`'s `output`, in `format`, at `size`.
+    fn start(&mut self, index: usize, output: Output, format: ImageFormat, size: (u32, u32)) {
+        let (send, receive) = sync_channel::<Sent>(in_flight(size));
+        let (plays, abort) = (self.plays, self.abort);
+        let thread = self
+            .scope
+            .spawn(move || encode_frames(format, size, plays, receive, abort));
+        self.threads.push((index, output, thread));
+        let senders = &mut self.senders[index];
+        match output {
+            Output::Variant => senders.variant = Some(send),
+            Output::WebpSibling => senders.webp_sibling = Some(send),
+        }
+    }
+
+    /// Starts size `index`'s encoders on its first frame, which says its `size`: its
+    /// variant's in `format` and its WebP sibling's, each if wanted.
+    fn start_size(
+        &mut self,
+        index: usize,
+        size: (u32, u32),
+        format: ImageFormat,
+        variant: bool,
+        webp_sibling: bool,
+    ) {
+        if variant {
+            self.start(index, Output::Variant, format, size);
+        }
+        if webp_sibling {
+            self.start(index, Output::WebpSibling, ImageFormat::WebP, size);
+        }
+    }
+
+    /// Hands a frame of size `index` to each of its encoders.
+    fn send(&self, index: usize, (frame, delay, colours): Sent) -> Result<()> {
+        let senders = &self.senders[index];
+        for send in senders.variant.iter().chain(&senders.webp_sibling) {
+            send.send((Arc::clone(&frame), delay, colours.clone()))
+                // Its encoder failed: its error is reported when it is joined.
+                .map_err(|_| ApiError::internal("an encoder stopped"))?;
+        }
+        Ok(())
+    }
+
+    /// No more frames: the channels close, and the threads finish their files.
+    fn close(self) -> Vec<EncoderThread<'scope>> {
+        self.threads
+    }
+}
+
+/// One frame at each distinct size, by the cascade.
+fn resized(frame: Pixels, distinct: &[(u32, u32)]) -> Result<Vec<Arc<Pixels>>> {
+    let mut sized: Vec<Option<Arc<Pixels>>> = vec![None; distinct.len()];
+    resize::cascade(opaque_as_rgb(frame), distinct, |index, image| {
+        sized[index] = Some(image);
+    })?;
+    sized
+        .into_iter()
+        .map(|image| image.ok_or_else(|| ApiError::internal("a size was not made")))
+        .collect()
+}
+
+/// The variants of the sizes `copied` marks: the GIF's frames copied (gif_copy.rs).
+fn copy_same_size(
+    encoded: &mut [Encoded],
+    copied: &[bool],
+    bytes: &[u8],
+    header: &Header,
+) -> Result<()> {
+    for (encoded, _) in encoded.iter_mut().zip(copied).filter(|(_, &copied)| copied) {
+        encoded.variant = Some(copy_frames(bytes, header.frames)?);
+    }
+    Ok(())
+}
+
+/// Waits for every encoder: what each of the `count` sizes got, and the first encoder's
+/// error, if any.
+fn join_encoders(
+    threads: Vec<EncoderThread<'_>>,
+    count: usize,
+) -> (Vec<Encoded>, Option<ApiError>) {
+    let mut encoded = vec![Encoded::default(); count];
+    let mut failed = None;
+    for (index, output, thread) in threads {
+        match thread.join() {
+            Ok(Ok(bytes)) => match output {
+                Output::Variant => encoded[index].variant = Some(bytes),
+                Output::WebpSibling => encoded[index].webp_sibling = Some(bytes),
+            },
+            Ok(Err(e)) => failed = failed.or(Some(e)),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+    (encoded, failed)
 }
 
 /// An RGBA frame without a transparent pixel as RGB: a quarter fewer bytes to resize, and

@@ -10,7 +10,7 @@ use zune_jpeg::zune_core::bytestream::ZCursor;
 use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 
-use super::format::ImageFormat;
+use super::format::{ImageFormat, QUALITY};
 use super::gif_codec;
 use super::libjpeg;
 use super::pixels::{Layout, Pixels};
@@ -19,9 +19,6 @@ use super::sniff::jpeg_markers::jpeg_check_body;
 use super::sniff::Header;
 use crate::config::ImageLimits;
 use crate::error::{ApiError, Result};
-
-/// JPEG and lossy WebP quality of the variants (the same knob as `vips ...[Q=85]`).
-pub(super) const QUALITY: u8 = 85;
 
 /// GIF palette quantisation speed (1 best .. 30 fastest); 10 is gif's recommended trade-off.
 const GIF_SPEED: i32 = 10;
@@ -35,15 +32,15 @@ pub(super) const DECODER_ALLOWANCE: u64 = 1 << 20;
 /// The most one decode may allocate: its pixels at `bytes_per_pixel` plus
 /// [`DECODER_ALLOWANCE`]. Derived from each image's own size, not from the largest allowed
 /// image, so a small image cannot make the decoder allocate like a large one.
-pub(super) fn decode_budget(width: u32, height: u32, bytes_per_pixel: u64) -> u64 {
+pub(super) fn decode_alloc_limit(width: u32, height: u32, bytes_per_pixel: u64) -> u64 {
     u64::from(width)
         .saturating_mul(u64::from(height))
         .saturating_mul(bytes_per_pixel)
         .saturating_add(DECODER_ALLOWANCE)
 }
 
-/// 413 for a decode that would allocate more than its budget.
-fn over_budget(what: impl std::fmt::Display) -> ApiError {
+/// 413 for a decode that would allocate more than its limit.
+fn over_alloc_limit(what: impl std::fmt::Display) -> ApiError {
     ApiError::TooLarge(format!(
         "the image needs more memory to decode than its size allows: {what}"
     ))
@@ -150,10 +147,10 @@ fn decode_jpeg(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pi
 /// and low bit depths are expanded, `EXPAND`), it skips the iCCP and text chunks the
 /// variants never carry (`image` inflates the ICC profile), and it stops at the end of
 /// the first image's data. Its own allocations (kept chunks, row buffers) are limited to
-/// the budget left after the output buffer, which is allocated here at 8 bits a channel.
+/// the allocation limit left after the output buffer, which is allocated here at 8 bits a channel.
 fn decode_png(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pixels> {
     let refused = |e: png::DecodingError| match e {
-        png::DecodingError::LimitsExceeded => over_budget("the PNG decoder's limit"),
+        png::DecodingError::LimitsExceeded => over_alloc_limit("the PNG decoder's limit"),
         png::DecodingError::IoError(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
             unreadable_image_data(ImageFormat::Png, Unreadable::Truncated, &e)
         }
@@ -209,7 +206,7 @@ fn decode_png(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pix
 fn decode_webp(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pixels> {
     let format = ImageFormat::WebP;
     let refused = |e: ImageError| match e {
-        ImageError::Limits(e) => over_budget(e),
+        ImageError::Limits(e) => over_alloc_limit(e),
         ImageError::IoError(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
             unreadable_image_data(format, Unreadable::Truncated, &e)
         }
@@ -222,22 +219,26 @@ fn decode_webp(bytes: &[u8], header: &Header, limits: &ImageLimits) -> Result<Pi
         ),
     };
     let bytes_per_pixel = 4;
-    let mut budget = ::image::Limits::default();
-    budget.max_image_width = Some(header.width);
-    budget.max_image_height = Some(header.height);
-    budget.max_alloc = Some(decode_budget(header.width, header.height, bytes_per_pixel));
+    let mut alloc_limit = ::image::Limits::default();
+    alloc_limit.max_image_width = Some(header.width);
+    alloc_limit.max_image_height = Some(header.height);
+    alloc_limit.max_alloc = Some(decode_alloc_limit(
+        header.width,
+        header.height,
+        bytes_per_pixel,
+    ));
     let mut reader = ImageReader::with_format(Cursor::new(bytes), format.in_image_crate());
-    reader.limits(budget.clone());
+    reader.limits(alloc_limit.clone());
     // The header parse only: the size the decoder will allocate for, checked first.
     let mut decoder = reader.into_decoder().map_err(refused)?;
     let (width, height) = ::image::ImageDecoder::dimensions(&decoder);
     agree(header, width, height)?;
     limits.check(width, height)?;
-    // The output buffer counts against the budget too (`ImageReader::decode` does the same).
-    budget
+    // The output buffer counts against the limit too (`ImageReader::decode` does the same).
+    alloc_limit
         .reserve(::image::ImageDecoder::total_bytes(&decoder))
         .map_err(refused)?;
-    ::image::ImageDecoder::set_limits(&mut decoder, budget).map_err(refused)?;
+    ::image::ImageDecoder::set_limits(&mut decoder, alloc_limit).map_err(refused)?;
     let image = DynamicImage::from_decoder(decoder).map_err(refused)?;
     Ok(Pixels::from_dynamic(image))
 }

@@ -4,6 +4,10 @@
 
 use std::fmt;
 
+/// JPEG and lossy WebP quality of the variants (the same knob as `vips ...[Q=85]`): the
+/// encoders of each format read it here.
+pub(super) const QUALITY: u8 = 85;
+
 /// Listed in every "wrong type" message.
 pub(super) const ACCEPTED: &str = "JPEG, PNG, GIF, WebP";
 

@@ -8,7 +8,7 @@ use std::num::{NonZeroU32, NonZeroU64};
 use std::sync::Arc;
 
 use super::animation::{Animation, CanvasFrame, Plays};
-use super::codec::decode_budget;
+use super::codec::decode_alloc_limit;
 use super::format::ImageFormat;
 use super::pixels::{Layout, Pixels};
 use super::quantise::colours_of;
@@ -25,9 +25,9 @@ fn options(header: &Header) -> gif::DecodeOptions {
     options.set_color_output(gif::ColorOutput::RGBA);
     options.allow_unknown_blocks(true);
     options.check_frame_consistency(true);
-    let budget = decode_budget(header.width, header.height, 4);
+    let alloc_limit = decode_alloc_limit(header.width, header.height, 4);
     options.set_memory_limit(
-        NonZeroU64::new(budget).map_or(gif::MemoryLimit::Unlimited, gif::MemoryLimit::Bytes),
+        NonZeroU64::new(alloc_limit).map_or(gif::MemoryLimit::Unlimited, gif::MemoryLimit::Bytes),
     );
     options
 }

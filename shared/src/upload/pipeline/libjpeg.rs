@@ -26,8 +26,7 @@ use anyhow::Context;
 use mozjpeg::{ColorSpace, Compress, Decompress};
 use mozjpeg_sys::{jpeg_common_struct, jpeg_error_mgr, jpeg_std_error};
 
-use super::codec::QUALITY;
-use super::format::ImageFormat;
+use super::format::{ImageFormat, QUALITY};
 use super::pixels::{Layout, Pixels};
 use super::refusal::{unreadable_image_data, Unreadable};
 use super::sniff::Header;

@@ -58,6 +58,7 @@ mod sibling;
 #[cfg(test)]
 mod sibling_tests;
 mod sniff;
+mod still;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -65,8 +66,8 @@ mod variants_tests;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -76,6 +77,7 @@ use crate::error::{ApiError, Result};
 use crate::image_record::{fit, SiblingFormat, VARIANTS, WEBP_SIBLINGS_AT_UPLOAD};
 use format::ImageFormat;
 use pixels::Pixels;
+use still::{make_and_encode, SizeJobs, SizeResults, SizeSlots};
 
 /// What the header says, without decoding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,15 +193,6 @@ fn inspect_header(bytes: &[u8], limits: &ImageLimits) -> Result<(sniff::Header, 
     Ok((header, info))
 }
 
-/// Set only by the `sitehost` command for a measurement (SITEHOST_BENCH_NO_WEBP_SIBLINGS=1,
-/// docs/image-pipeline-bench.md): uploads then make no WebP siblings. No function sets it.
-static WEBP_SIBLINGS_OFF: AtomicBool = AtomicBool::new(false);
-
-/// Turns the WebP siblings off in this process, for measuring what they cost.
-pub fn bench_without_webp_siblings() {
-    WEBP_SIBLINGS_OFF.store(true, Ordering::Relaxed);
-}
-
 pub use avif::{encode_avif, AvifSettings, AVIF_MAX_PIXELS, AVIF_SPEED};
 pub use sibling::{sibling_of_variant, sibling_quality, AVIF_QUALITY, WEBP_QUALITY};
 #[cfg(test)]
@@ -225,69 +218,34 @@ pub fn process(bytes: &[u8], limits: &ImageLimits) -> Result<Processed> {
     let colour_start = Instant::now();
     let to_srgb = colour::to_srgb(bytes, info.format, pixels.layout);
     let colour_nanos = AtomicU64::new(elapsed_nanos(colour_start));
-    let wants_sibling = wants_siblings(info.format, &which, distinct.len());
-
-    // Each variant is turned upright, converted to sRGB and encoded (its WebP sibling in a
-    // job of its own) while the cascade goes on making the smaller ones: the big variant's
-    // encoding, the longest job, overlaps the rest of the resizing.
-    let made: Vec<OnceLock<Result<Arc<Pixels>>>> =
-        distinct.iter().map(|_| OnceLock::new()).collect();
-    let encoded: Vec<[OnceLock<Result<Vec<u8>>>; 2]> = distinct
-        .iter()
-        .map(|_| [OnceLock::new(), OnceLock::new()])
-        .collect();
-    let (orientation, format) = (info.orientation, info.format);
-    let mut resized = decoded;
-    rayon::scope(|scope| -> Result<()> {
-        resize::cascade(pixels, &distinct, |index, image| {
-            let (made, encoded) = (&made[index], &encoded[index]);
-            let (to_srgb, colour_nanos) = (to_srgb.as_ref(), &colour_nanos);
-            let sibling = wants_sibling[index];
-            scope.spawn(move |scope| {
-                let upright = upright_in_srgb(image, orientation, to_srgb, colour_nanos);
-                if let Ok(upright) = &upright {
-                    if let Some(quality) = sibling {
-                        let upright = Arc::clone(upright);
-                        scope.spawn(move |_| {
-                            let _ = encoded[1].set(codec::encode_webp_sibling(&upright, quality));
-                        });
-                    }
-                    let _ = encoded[0].set(codec::encode(upright, format));
-                }
-                let _ = made.set(upright);
-            });
-        })?;
-        resized = Instant::now();
-        Ok(())
-    })?;
+    let jobs = SizeJobs {
+        orientation: info.orientation,
+        format: info.format,
+        to_srgb: to_srgb.as_ref(),
+        colour_nanos: &colour_nanos,
+        webp_sibling_quality: wants_siblings(info.format, &which, distinct.len(), limits),
+    };
+    let slots: Vec<SizeSlots> = distinct.iter().map(|_| SizeSlots::default()).collect();
+    let resized = make_and_encode(pixels, &distinct, &jobs, &slots)?;
     let done = Instant::now();
-    let upright: Vec<Arc<Pixels>> = made
-        .into_iter()
-        .map(|made| {
-            made.into_inner()
-                .unwrap_or_else(|| Err(ApiError::internal("a variant was not made")))
-        })
-        .collect::<Result<_>>()?;
-    let encoded: Vec<[Option<Vec<u8>>; 2]> = encoded
-        .into_iter()
-        .map(|[variant, sibling]| {
-            Ok([
-                variant.into_inner().transpose()?,
-                sibling.into_inner().transpose()?,
-            ])
-        })
-        .collect::<Result<_>>()?;
-    let colour_time = Duration::from_nanos(colour_nanos.load(Ordering::Relaxed));
-    let made: Vec<(u32, u32)> = upright.iter().map(|p| (p.width, p.height)).collect();
+    let SizeResults { made, encoded } = SizeSlots::results(slots)?;
     let timings = Timings {
         read: Duration::ZERO,
         decode: decoded - start,
         resize: resized - decoded,
-        colour: colour_time,
+        colour: Duration::from_nanos(colour_nanos.load(Ordering::Relaxed)),
         encode: done - resized,
         total: done - start,
     };
     assemble(&info, &which, &made, encoded, timings)
+}
+
+/// One distinct size's encodings, in memory.
+#[derive(Debug, Clone, Default)]
+struct Encoded {
+    variant: Option<Vec<u8>>,
+    /// Its lossy WebP sibling, when the upload makes one.
+    webp_sibling: Option<Vec<u8>>,
 }
 
 /// The variants' distinct sizes, largest first, in stored terms (before the EXIF
@@ -311,10 +269,15 @@ fn variant_sizes(info: &ImageInfo) -> (Vec<(u32, u32)>, Vec<usize>) {
 
 /// For each of the `count` distinct sizes, the quality of the WebP sibling the upload makes
 /// of it, if any: for the sizes of [`WEBP_SIBLINGS_AT_UPLOAD`], unless the original is a
-/// WebP. A distinct size that stands for several of them (a small original) takes the
-/// highest of their qualities.
-fn wants_siblings(format: ImageFormat, which: &[usize], count: usize) -> Vec<Option<f32>> {
-    let siblings = format != ImageFormat::WebP && !WEBP_SIBLINGS_OFF.load(Ordering::Relaxed);
+/// WebP or `limits` turn them off (a measurement). A distinct size that stands for several
+/// of them (a small original) takes the highest of their qualities.
+fn wants_siblings(
+    format: ImageFormat,
+    which: &[usize],
+    count: usize,
+    limits: &ImageLimits,
+) -> Vec<Option<f32>> {
+    let siblings = format != ImageFormat::WebP && limits.webp_siblings_at_upload;
     (0..count)
         .map(|index| {
             VARIANTS
@@ -336,7 +299,7 @@ fn assemble(
     info: &ImageInfo,
     which: &[usize],
     made: &[(u32, u32)],
-    encoded: Vec<[Option<Vec<u8>>; 2]>,
+    encoded: Vec<Encoded>,
     timings: Timings,
 ) -> Result<Processed> {
     let mut variants = Vec::with_capacity(VARIANTS.len());
@@ -351,10 +314,12 @@ fn assemble(
             name,
             width,
             height,
-            bytes: encoded[index][0]
+            bytes: encoded[index]
+                .variant
                 .clone()
                 .ok_or_else(|| ApiError::internal(format!("variant {name} was not encoded")))?,
-            webp: encoded[index][1]
+            webp: encoded[index]
+                .webp_sibling
                 .clone()
                 .filter(|_| WEBP_SIBLINGS_AT_UPLOAD.contains(&name)),
         });

@@ -19,6 +19,7 @@ const LIMITS: ImageLimits = ImageLimits {
     max_side: 2_000,
     max_frames: 10,
     max_animation_pixels: 1_000_000,
+    webp_siblings_at_upload: true,
 };
 
 struct Bases {

@@ -140,6 +140,7 @@ fn huge_declared_png_is_refused_before_decoding() {
         max_animation_pixels: 100_000,
         max_pixels: 1_000,
         max_side: 100,
+        webp_siblings_at_upload: true,
     };
     let bytes = png(&DynamicImage::ImageRgb8(gradient(50, 50)));
     assert_eq!(process(&bytes, &small).expect_err("limit").status(), 413);

@@ -32,7 +32,7 @@ fn fifteen_seconds_into_this_minute() -> i64 {
     now - now.rem_euclid(60) + 15
 }
 
-fn assert_over_budget(reply: &sitehost::local::client::Reply, message: &str) {
+fn assert_over_budget(reply: &sitehost::local::client::ClientResponse, message: &str) {
     assert_eq!(reply.status, 429, "{}", reply.body);
     let header = |name: &str| reply.headers.get(name).and_then(|v| v.to_str().ok());
     assert_eq!(header("retry-after"), Some("45"));

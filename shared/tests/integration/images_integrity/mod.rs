@@ -17,7 +17,7 @@ mod unknown_outcomes;
 use serde_json::{json, Value};
 use sitehost::clock::{Clock, SystemClock};
 use sitehost::image_record::{ImageQuery, NewImage};
-use sitehost::local::client::Reply;
+use sitehost::local::client::ClientResponse;
 use sitehost::store::SharedStore;
 use sitehost::upload::sweep::SweepOptions;
 
@@ -31,7 +31,9 @@ fn upload_body(business_id: Option<i64>) -> Value {
     body
 }
 
-async fn status(reply: impl std::future::Future<Output = reqwest::Result<Reply>>) -> (u16, Value) {
+async fn status(
+    reply: impl std::future::Future<Output = reqwest::Result<ClientResponse>>,
+) -> (u16, Value) {
     let reply = reply.await.expect("request");
     (reply.status, reply.body)
 }

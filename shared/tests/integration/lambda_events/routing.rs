@@ -96,8 +96,12 @@ async fn the_function_url_event_gets_a_variant_its_webp_and_avif_siblings() {
                 lambda_http::request::from_str(&text).expect("a function URL event"),
             );
             lambda::to_lambda(
-                sitehost::api::siblings::answer(siblings, request.method(), request.uri().path())
-                    .await,
+                sitehost::api::sibling_answer::answer(
+                    siblings,
+                    request.method(),
+                    request.uri().path(),
+                )
+                .await,
             )
         }
     };

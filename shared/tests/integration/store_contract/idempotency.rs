@@ -33,7 +33,7 @@ async fn claim(
 fn answer() -> StoredAnswer {
     StoredAnswer {
         status: 201,
-        location: "/api/v2/businesses/7/".into(),
+        created_uri: "/api/v2/businesses/7/".into(),
     }
 }
 

@@ -23,7 +23,7 @@ use sitehost::account::{ApiKey, Caller, NewKey};
 use sitehost::api::{App, Operation};
 use sitehost::clock::{Clock, FixedClock, SystemClock};
 use sitehost::config::Config;
-use sitehost::local::client::{PartnerClient, Reply};
+use sitehost::local::client::{ClientResponse, PartnerClient};
 use sitehost::store::{SharedStore, Stores};
 use tempfile::TempDir;
 
@@ -126,22 +126,22 @@ impl TestApp {
     }
 
     /// A GET signed with the caller's key, its reply checked against `docs/openapi.json`.
-    pub async fn get(&self, path_and_query: &str) -> reqwest::Result<Reply> {
+    pub async fn get(&self, path_and_query: &str) -> reqwest::Result<ClientResponse> {
         self.caller().get(path_and_query).await
     }
 
     /// A POST of `body` signed with the caller's key, its reply checked.
-    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Result<Reply> {
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Result<ClientResponse> {
         self.caller().post(path, body).await
     }
 
     /// A PUT of `body` signed with the caller's key, its reply checked.
-    pub async fn put(&self, path: &str, body: &Value) -> reqwest::Result<Reply> {
+    pub async fn put(&self, path: &str, body: &Value) -> reqwest::Result<ClientResponse> {
         self.caller().put(path, body).await
     }
 
     /// A DELETE signed with the caller's key, its reply checked.
-    pub async fn delete(&self, path: &str) -> reqwest::Result<Reply> {
+    pub async fn delete(&self, path: &str) -> reqwest::Result<ClientResponse> {
         self.caller().send("DELETE", path, None).await
     }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use reqwest::header::HeaderMap;
 use serde_json::Value;
-use sitehost::local::client::{PartnerClient, Reply};
+use sitehost::local::client::{ClientResponse, PartnerClient};
 
 /// OpenAPI's methods, in the order the server's `Allow` lists them.
 const METHODS: [&str; 8] = [
@@ -220,7 +220,7 @@ pub fn check(method: &str, path_and_query: &str, status: u16, headers: &HeaderMa
 }
 
 /// Checks a reply of the partner client.
-pub fn check_reply(method: &str, path_and_query: &str, reply: &Reply) {
+pub fn check_reply(method: &str, path_and_query: &str, reply: &ClientResponse) {
     check(
         method,
         path_and_query,
@@ -260,23 +260,28 @@ impl CheckedClient {
         method: &str,
         path_and_query: &str,
         body: Option<Vec<u8>>,
-    ) -> reqwest::Result<Reply> {
+    ) -> reqwest::Result<ClientResponse> {
         let reply = self.0.send(method, path_and_query, body).await?;
         check_reply(method, path_and_query, &reply);
         Ok(reply)
     }
 
-    pub async fn get(&self, path_and_query: &str) -> reqwest::Result<Reply> {
+    pub async fn get(&self, path_and_query: &str) -> reqwest::Result<ClientResponse> {
         self.send("GET", path_and_query, None).await
     }
 
-    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Result<Reply> {
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Result<ClientResponse> {
         self.send("POST", path, Some(body.to_string().into_bytes()))
             .await
     }
 
     /// A POST with an `Idempotency-Key`.
-    pub async fn post_once(&self, path: &str, body: &Value, key: &str) -> reqwest::Result<Reply> {
+    pub async fn post_once(
+        &self,
+        path: &str,
+        body: &Value,
+        key: &str,
+    ) -> reqwest::Result<ClientResponse> {
         let body = Some(body.to_string().into_bytes());
         let headers = [("idempotency-key", key)];
         let reply = self
@@ -287,7 +292,7 @@ impl CheckedClient {
         Ok(reply)
     }
 
-    pub async fn put(&self, path: &str, body: &Value) -> reqwest::Result<Reply> {
+    pub async fn put(&self, path: &str, body: &Value) -> reqwest::Result<ClientResponse> {
         self.send("PUT", path, Some(body.to_string().into_bytes()))
             .await
     }

@@ -380,7 +380,7 @@ fn check_image_files_function_with_node(code: &str) {
             None,
         ),
     ];
-    // The shared Accept cases (api::siblings::chosen_sibling is held to the same list).
+    // The shared Accept cases (api::sibling_answer::chosen_sibling is held to the same list).
     type Case = (String, Option<String>, String, Option<String>);
     let owned = |s: &str| s.to_string();
     let mut cases: Vec<Case> = cases
@@ -445,7 +445,7 @@ fn check_image_files_function_with_node(code: &str) {
 }
 
 /// `shared/tests/cases/image_files.json`: the Accept and path cases both sides' rules are
-/// held to (the Rust side in `api::siblings`).
+/// held to (the Rust side in `api::sibling_answer`).
 fn image_file_cases() -> serde_json::Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases/image_files.json");
     let text = std::fs::read_to_string(&path).expect("the shared case list");

@@ -91,24 +91,7 @@ pub(super) fn jpeg_header(b: &[u8]) -> Result<Option<Parsed>> {
             return Ok(None);
         };
         pos += 1;
-        match marker {
-            // Standalone markers (stuffing, TEM, RSTn, a second SOI) have no place before
-            // the first scan, and the decoder would read a length after them.
-            0x00 | 0x01 | 0xD0..=0xD8 => {
-                return Err(jpeg_corrupt(&format!(
-                    "marker FF{marker:02X} before the image data"
-                )))
-            }
-            0xD9 => return Err(jpeg_corrupt("it ends before its image data")),
-            0xCC => {
-                return Err(bad_upload(
-                    "the JPEG uses arithmetic coding (DAC), which is not supported; \
-                     accepted: baseline and progressive JPEG",
-                ))
-            }
-            0xDC => return Err(jpeg_corrupt("a DNL marker before the image data")),
-            _ => {}
-        }
+        refuse_before_scan(marker)?;
         segments += 1;
         if segments > MAX_JPEG_SEGMENTS {
             return Err(jpeg_too_many_segments());
@@ -163,6 +146,24 @@ pub(super) fn jpeg_header(b: &[u8]) -> Result<Option<Parsed>> {
             _ => {}
         }
         pos += len;
+    }
+}
+
+/// Refuses the markers that have no place before the first scan, saying what they are.
+fn refuse_before_scan(marker: u8) -> Result<()> {
+    match marker {
+        // Standalone markers (stuffing, TEM, RSTn, a second SOI) have no place before the
+        // first scan, and the decoder would read a length after them.
+        0x00 | 0x01 | 0xD0..=0xD8 => Err(jpeg_corrupt(&format!(
+            "marker FF{marker:02X} before the image data"
+        ))),
+        0xD9 => Err(jpeg_corrupt("it ends before its image data")),
+        0xCC => Err(bad_upload(
+            "the JPEG uses arithmetic coding (DAC), which is not supported; \
+             accepted: baseline and progressive JPEG",
+        )),
+        0xDC => Err(jpeg_corrupt("a DNL marker before the image data")),
+        _ => Ok(()),
     }
 }
 
