@@ -281,7 +281,7 @@ fn signing_several_files_writes_them_to_a_directory() {
     }
 }
 
-// ---- The ten function binaries under the Runtime API (`sitehost lambda invoke`) ----
+// ---- Every function binary under the Runtime API (`sitehost lambda invoke`) ----
 
 /// Every function: one per routed operation (the route table names them), and the
 /// frontend's `image-sibling`.
