@@ -13,6 +13,7 @@ mod auth;
 mod budget_figures;
 mod cloudfront_events;
 mod double_behaviour;
+mod doc_facts;
 mod dynamodb_busy;
 mod http_api;
 mod idempotency;
