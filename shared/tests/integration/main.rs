@@ -12,8 +12,8 @@
 mod auth;
 mod budget_figures;
 mod cloudfront_events;
-mod double_behaviour;
 mod doc_facts;
+mod double_behaviour;
 mod dynamodb_busy;
 mod http_api;
 mod idempotency;
