@@ -269,7 +269,8 @@ fn deploy_md_names_the_functions_given_the_bucket() {
                 .to_string()
         })
         .collect();
-    let row = between(&deploy_md(), "| `SITEHOST_BUCKET` | none |", "|");
+    let doc = deploy_md();
+    let row = between(&doc, "| `SITEHOST_BUCKET` | none |", "|");
     assert_eq!(functions_named(row), given, "{row}");
 }
 
