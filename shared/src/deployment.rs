@@ -3,9 +3,9 @@
 //! `s3.rs`) and `images` (which adds `upload`: pipeline, fetcher). The only module besides
 //! `lib.rs` that names a cargo feature. Each function here answers for every build, so
 //! callers never need a `cfg` of their own. (`local`, the other feature, is reached only
-//! from the `sitehost` command, which always builds it.) Six of the ten Lambda functions
-//! build with none, image-delete and image-upload-session with `files`, image-upload and
-//! image-sibling with `images`.
+//! from the `sitehost` command, which always builds it.) Each Lambda function names the
+//! features it builds with in its own Cargo.toml: most none, the ones that touch image
+//! files `files` or `images`.
 
 use std::sync::Arc;
 

@@ -278,7 +278,8 @@ pub struct RequestBudgets {
 /// what one leaked key can spend at 1,200 requests a minute.
 pub const DEFAULT_REQUESTS_PER_MINUTE: u64 = 1_200;
 /// One a second: each upload decodes and re-encodes an image (hundreds of milliseconds of
-/// CPU, up to 25 MiB fetched) and writes six files.
+/// CPU, up to 25 MiB fetched) and writes its files: the original, the variants and their
+/// siblings made at upload.
 pub const DEFAULT_UPLOADS_PER_MINUTE: u64 = 60;
 
 /// A write that stores a business's services and locations costs one request of its key's

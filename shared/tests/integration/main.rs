@@ -12,6 +12,7 @@
 mod auth;
 mod budget_figures;
 mod cloudfront_events;
+mod doc_facts;
 mod double_behaviour;
 mod dynamodb_busy;
 mod http_api;
