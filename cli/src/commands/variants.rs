@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use sitehost::config::{Config, Defaults};
-use sitehost::image_record::SiblingFormat;
-use sitehost::upload::pipeline::{process_file_timed, sibling_of_variant, write_variants};
+use sitehost::domain::image_record::SiblingFormat;
+use sitehost::image_pipeline::{process_file_timed, sibling_of_variant, write_variants};
 
 #[derive(Args)]
 pub struct VariantsArgs {
@@ -24,7 +24,7 @@ pub struct VariantsArgs {
 /// siblings, for measuring their cost against the same build (docs/image-pipeline-bench.md).
 pub fn bench_switches() {
     if std::env::var_os("SITEHOST_BENCH_NO_WEBP_SIBLINGS").is_some_and(|v| v == "1") {
-        sitehost::upload::pipeline::bench_without_webp_siblings();
+        sitehost::image_pipeline::bench_without_webp_siblings();
         eprintln!(
             "SITEHOST_BENCH_NO_WEBP_SIBLINGS=1: no WebP siblings are made (measurement only)"
         );
