@@ -194,13 +194,13 @@ fn sibling_response(
     response
 }
 
-#[cfg(all(test, feature = "local"))]
+#[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::store::disk_files::LocalFiles;
     use crate::store::files::SharedFiles;
+    use crate::store::memory_files::MemoryFiles;
 
     /// The extension, `:` and the variant's bytes; a variant of `large` bytes makes a
     /// sibling one byte over what an answer may carry, an `anim` one gets no AVIF.
@@ -224,20 +224,19 @@ mod tests {
             .map(str::to_string)
     }
 
-    async fn siblings_of(stored: &[(&str, &str)]) -> (tempfile::TempDir, SharedFiles, Siblings) {
-        let dir = tempfile::tempdir().expect("dir");
-        let files: SharedFiles = Arc::new(LocalFiles::open(dir.path()).expect("files"));
+    async fn siblings_of(stored: &[(&str, &str)]) -> (SharedFiles, Siblings) {
+        let files: SharedFiles = Arc::new(MemoryFiles::new());
         for (path, bytes) in stored {
             let bytes = Bytes::from(bytes.to_string());
             files.put(path, bytes, "image/jpeg").await.expect("put");
         }
         let siblings = Siblings::new(Arc::clone(&files), fake_encode);
-        (dir, files, siblings)
+        (files, siblings)
     }
 
     #[tokio::test]
     async fn sibling_paths_are_answered_as_files_and_everything_else_as_our_errors() {
-        let (_dir, files, siblings) = siblings_of(&[
+        let (files, siblings) = siblings_of(&[
             ("img/upload/a--1.medium.jpg", "medium"),
             ("img/upload/a--1.big.jpg", "large"),
         ])
@@ -290,7 +289,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_variant_with_no_avif_is_answered_its_webp_at_the_avif_url() {
-        let (_dir, files, siblings) = siblings_of(&[
+        let (files, siblings) = siblings_of(&[
             ("img/upload/a--1.medium.gif", "anim medium"),
             ("img/upload/a--1.small.gif", "anim small"),
             ("img/upload/a--1.small.gif.webp", "stored webp"),
@@ -321,8 +320,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stand_in_too_large_to_answer_sends_the_viewer_to_its_own_url() {
-        let dir = tempfile::tempdir().expect("dir");
-        let files: SharedFiles = Arc::new(LocalFiles::open(dir.path()).expect("files"));
+        let files: SharedFiles = Arc::new(MemoryFiles::new());
         let big_webp = Bytes::from(vec![1; MAX_ANSWERED_BYTES + 1]);
         files
             .put(

@@ -326,24 +326,19 @@ fn fallback(variant: &str, bytes: Bytes) -> Sibling {
     }
 }
 
-#[cfg(all(test, feature = "local"))]
+#[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::store::disk_files::LocalFiles;
+    use crate::store::memory_files::MemoryFiles;
 
     /// Stands in for the pipeline (tested in `image_pipeline`): the format's extension,
-    /// `:` and the variant's bytes. A variant whose bytes are `vanish:<file>` removes that
-    /// file while it is encoded (an image deleted meanwhile); `bad` ones cannot be encoded;
+    /// `:` and the variant's bytes. Variants whose bytes start with `bad` cannot be encoded;
     /// `anim` ones (an animated GIF) get no AVIF.
     fn fake_encode(variant: &[u8], format: SiblingFormat) -> Result<Option<Vec<u8>>> {
-        if let Some(file) = variant.strip_prefix(b"vanish:") {
-            let file = std::str::from_utf8(file).map_err(ApiError::internal)?;
-            std::fs::remove_file(file).map_err(ApiError::internal)?;
-        }
         if variant.starts_with(b"bad") {
             return Err(ApiError::internal("not an image"));
         }
@@ -357,19 +352,24 @@ mod tests {
         [format.extension().as_bytes(), b":", variant].concat()
     }
 
-    async fn store_with(files: &[(&str, &str)]) -> (tempfile::TempDir, SharedFiles) {
-        let dir = tempfile::tempdir().expect("dir");
-        let store: SharedFiles = Arc::new(LocalFiles::open(dir.path()).expect("files"));
+    async fn store_with(files: &[(&str, &str)]) -> SharedFiles {
+        let store: SharedFiles = Arc::new(MemoryFiles::new());
         for (path, bytes) in files {
-            let bytes = bytes.replace("{dir}", &dir.path().display().to_string());
-            store.put(path, Bytes::from(bytes), "x").await.expect("put");
+            let bytes = Bytes::from(bytes.to_string());
+            store.put(path, bytes, "x").await.expect("put");
         }
-        (dir, store)
+        store
+    }
+
+    /// Every stored path, in path order.
+    async fn stored_paths(files: &SharedFiles) -> Vec<String> {
+        let page = files.list("", None).await.expect("list");
+        page.files.into_iter().map(|file| file.path).collect()
     }
 
     #[tokio::test]
     async fn a_sibling_is_made_once_from_its_stored_variant() {
-        let (_dir, files) = store_with(&[("img/upload/a--1.big.png", "big png")]).await;
+        let files = store_with(&[("img/upload/a--1.big.png", "big png")]).await;
         let siblings = Siblings::new(Arc::clone(&files), fake_encode);
         let made = siblings.make("img/upload/a--1.big.png.webp").await;
         assert_eq!(
@@ -389,7 +389,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_avif_sibling_is_made_and_stored_next_to_its_variant() {
-        let (_dir, files) = store_with(&[("img/upload/a--1.medium.gif", "gif")]).await;
+        let files = store_with(&[("img/upload/a--1.medium.gif", "gif")]).await;
         let files = counting(files, false);
         let shared: SharedFiles = Arc::clone(&files) as SharedFiles;
         let siblings = Siblings::new(Arc::clone(&shared), fake_encode);
@@ -408,7 +408,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_variant_with_no_avif_is_answered_its_webp_and_not_read_again() {
-        let (dir, files) = store_with(&[("img/upload/a--1.big.gif", "anim gif")]).await;
+        let files = store_with(&[("img/upload/a--1.big.gif", "anim gif")]).await;
         let files = counting(files, false);
         let shared: SharedFiles = Arc::clone(&files) as SharedFiles;
         let siblings = Siblings::new(shared, fake_encode);
@@ -420,7 +420,7 @@ mod tests {
             );
         }
         assert_eq!(files.reads.load(Ordering::SeqCst), 1, "read once");
-        assert_eq!(walk(&dir.path().join("files")), ["img/upload/a--1.big.gif"]);
+        assert_eq!(stored_paths(&shared).await, ["img/upload/a--1.big.gif"]);
         let webp = siblings.make("img/upload/a--1.big.gif.webp").await;
         assert_eq!(
             webp.expect("made"),
@@ -430,13 +430,13 @@ mod tests {
 
     #[tokio::test]
     async fn paths_that_name_no_stored_variant_make_nothing() {
-        let (dir, files) = store_with(&[
+        let files = store_with(&[
             ("img/upload/a--1.jpg", "original"),
             ("img/upload/a--1.small.webp", "a webp variant"),
             ("elsewhere/a--1.small.jpg", "not an upload"),
         ])
         .await;
-        let siblings = Siblings::new(files, fake_encode);
+        let siblings = Siblings::new(Arc::clone(&files), fake_encode);
         for path in [
             "img/upload/a--1.jpg.webp",
             "img/upload/a--1.jpg.avif",
@@ -457,8 +457,7 @@ mod tests {
                 "{path}"
             );
         }
-        let mut stored: Vec<_> = walk(&dir.path().join("files"));
-        stored.sort();
+        let stored = stored_paths(&files).await;
         assert_eq!(
             stored,
             [
@@ -471,7 +470,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_variant_that_cannot_be_encoded_is_answered_as_it_is() {
-        let (_dir, files) = store_with(&[("img/upload/a--1.medium.gif", "bad gif")]).await;
+        let files = store_with(&[("img/upload/a--1.medium.gif", "bad gif")]).await;
         let siblings = Siblings::new(Arc::clone(&files), fake_encode);
         let answer = siblings.make("img/upload/a--1.medium.gif.webp").await;
         assert_eq!(
@@ -541,7 +540,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn simultaneous_first_requests_make_one_encode() {
-        let (_dir, files) = store_with(&[("img/upload/a--2.big.png", "big png")]).await;
+        let files = store_with(&[("img/upload/a--2.big.png", "big png")]).await;
         let siblings = Arc::new(Siblings::new(files, slow_encode));
         let before = SLOW_ENCODES.load(Ordering::SeqCst);
         let requests: Vec<_> = (0..32)
@@ -577,7 +576,7 @@ mod tests {
             .iter()
             .map(|(p, b)| (p.as_str(), b.as_str()))
             .collect();
-        let (_dir, files) = store_with(&refs).await;
+        let files = store_with(&refs).await;
         let files = counting(files, false);
         let shared: SharedFiles = Arc::clone(&files) as SharedFiles;
         let siblings = Arc::new(Siblings::with_encoders(shared, queued_encode, 1));
@@ -607,7 +606,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_sibling_that_cannot_be_stored_is_not_made_again_for_a_while() {
-        let (_dir, files) = store_with(&[("img/upload/n--3.large.jpg", "jpeg")]).await;
+        let files = store_with(&[("img/upload/n--3.large.jpg", "jpeg")]).await;
         let files = counting(files, true);
         let shared: SharedFiles = Arc::clone(&files) as SharedFiles;
         let siblings = Siblings::new(shared, fake_encode);
@@ -642,11 +641,8 @@ mod tests {
     #[tokio::test]
     async fn a_sibling_of_an_image_deleted_meanwhile_is_removed_again() {
         for format in SiblingFormat::ALL {
-            let (_dir, files) = store_with(&[(
-                "img/upload/a--1.large.jpg",
-                "vanish:{dir}/files/img/upload/a--1.large.jpg",
-            )])
-            .await;
+            let stored = store_with(&[("img/upload/a--1.large.jpg", "jpeg")]).await;
+            let files: SharedFiles = Arc::new(DeletedOnRead(stored));
             let siblings = Siblings::new(Arc::clone(&files), fake_encode);
             let path =
                 crate::domain::image_record::sibling_path("img/upload/a--1.large.jpg", format);
@@ -659,7 +655,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_variant_too_large_to_be_one_is_refused() {
-        let (_dir, files) = store_with(&[]).await;
+        let files = store_with(&[]).await;
         let big = Bytes::from(vec![
             0u8;
             usize::try_from(MAX_VARIANT_BYTES).expect("fits") + 1
@@ -672,20 +668,25 @@ mod tests {
         assert!(siblings.make("img/upload/a--1.big.png.webp").await.is_err());
     }
 
-    fn walk(dir: &std::path::Path) -> Vec<String> {
-        let mut found = Vec::new();
-        let mut dirs = vec![dir.to_path_buf()];
-        while let Some(at) = dirs.pop() {
-            for entry in std::fs::read_dir(&at).expect("read_dir") {
-                let path = entry.expect("entry").path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else {
-                    let relative = path.strip_prefix(dir).expect("under dir");
-                    found.push(relative.display().to_string());
-                }
-            }
+    /// A file store whose files are deleted as they are read: an image deleted while its
+    /// sibling is made.
+    struct DeletedOnRead(SharedFiles);
+
+    #[async_trait::async_trait]
+    impl crate::store::files::FileStore for DeletedOnRead {
+        async fn put(&self, path: &str, bytes: Bytes, content_type: &str) -> Result<()> {
+            self.0.put(path, bytes, content_type).await
         }
-        found
+        async fn delete(&self, path: &str) -> Result<()> {
+            self.0.delete(path).await
+        }
+        async fn read(&self, path: &str, max_bytes: u64) -> Result<Option<Bytes>> {
+            let read = self.0.read(path, max_bytes).await;
+            self.0.delete(path).await?;
+            read
+        }
+        async fn exists(&self, path: &str) -> Result<bool> {
+            self.0.exists(path).await
+        }
     }
 }

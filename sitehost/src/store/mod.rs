@@ -2,8 +2,8 @@
 //! (DynamoDB, production) and `sqlite` (the embedded store `sitehost serve` uses by
 //! default), one behaviour: the contract test suite in
 //! `sitehost/tests/integration/store_contract/` runs against both. The files
-//! (`files::FileStore`): `s3` (production) and `disk_files` (the embedded store's
-//! directory). The cargo features that add an implementation are named
+//! (`files::FileStore`): `s3` (production), `disk_files` (the embedded store's directory)
+//! and `memory_files` (for tests). The cargo features that add an implementation are named
 //! here and nowhere else in the store.
 
 use std::sync::Arc;
@@ -21,6 +21,7 @@ pub use location_store::LocationStore;
 pub mod dynamo;
 pub mod files;
 pub mod location_store;
+pub mod memory_files;
 pub mod rules;
 pub mod scope;
 pub mod sites;
