@@ -411,7 +411,7 @@ mod tests {
         let files = store_with(&[("img/upload/a--1.big.gif", "anim gif")]).await;
         let files = counting(files, false);
         let shared: SharedFiles = Arc::clone(&files) as SharedFiles;
-        let siblings = Siblings::new(shared, fake_encode);
+        let siblings = Siblings::new(Arc::clone(&shared), fake_encode);
         for _ in 0..3 {
             let answer = siblings.make("img/upload/a--1.big.gif.avif").await;
             assert_eq!(
