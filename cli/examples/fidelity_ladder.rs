@@ -17,9 +17,9 @@ use anyhow::Context;
 use clap::Parser;
 use serde_json::{json, Value};
 use sitehost::config::ImageLimits;
-use sitehost::image_record::{SiblingFormat, SiblingSource, VARIANTS};
-use sitehost::upload::pipeline::measure::Reference;
-use sitehost::upload::pipeline::{sibling_of_variant, AVIF_MAX_PIXELS};
+use sitehost::domain::image_record::{SiblingFormat, SiblingSource, VARIANTS};
+use sitehost::image_pipeline::measure::Reference;
+use sitehost::image_pipeline::{sibling_of_variant, AVIF_MAX_PIXELS};
 
 #[derive(Parser)]
 struct Cli {
@@ -36,7 +36,7 @@ struct Cli {
     #[arg(long, value_delimiter = ',', default_values_t = [50.0, 60.0, 70.0, 80.0, 90.0])]
     avif_qualities: Vec<f32>,
     /// rav1e's speed (1 slowest .. 10 fastest).
-    #[arg(long, default_value_t = sitehost::upload::pipeline::AVIF_SPEED)]
+    #[arg(long, default_value_t = sitehost::image_pipeline::AVIF_SPEED)]
     avif_speed: u8,
     images: Vec<PathBuf>,
 }

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use http_body_util::BodyExt;
 use serde_json::json;
-use sitehost::account::NewKey;
-use sitehost::business::NewBusiness;
+use sitehost::client::PartnerClient;
 use sitehost::clock::{Clock, SystemClock};
-use sitehost::local::client::PartnerClient;
-use sitehost::local::sqlite::SqliteStore;
+use sitehost::domain::account::NewKey;
+use sitehost::domain::business::NewBusiness;
+use sitehost::store::sqlite::SqliteStore;
 use sitehost::store::{BusinessStore, KeyStore};
 
 #[derive(Parser)]

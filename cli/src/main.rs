@@ -101,7 +101,7 @@ impl StoreArgs {
 
     async fn open(&self) -> Result<(Config, Stores)> {
         let config = self.config()?;
-        let stores = sitehost::local::open_stores(&config).await?;
+        let stores = sitehost::deployment::open_stores(&config).await?;
         Ok((config, stores))
     }
 

@@ -3,8 +3,8 @@
 use anyhow::Result;
 use clap::Subcommand;
 use sitehost::config::StoreKind;
-use sitehost::local::sqlite::SqliteStore;
 use sitehost::store::dynamo::DynamoStore;
+use sitehost::store::sqlite::SqliteStore;
 
 use crate::StoreArgs;
 

@@ -68,7 +68,7 @@ async fn open(bucket: Option<String>, store: StoreArgs) -> Result<sitehost::stor
     if matches!(config.store, StoreKind::DynamoDb { .. }) && config.bucket.is_none() {
         bail!("--store dynamodb needs --bucket or SITEHOST_BUCKET");
     }
-    Ok(sitehost::local::open_stores(&config).await?)
+    Ok(sitehost::deployment::open_stores(&config).await?)
 }
 
 async fn run_restore(dry_run: bool, bucket: Option<String>, store: StoreArgs) -> Result<()> {

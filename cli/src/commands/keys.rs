@@ -3,8 +3,8 @@
 use anyhow::{anyhow, Result};
 use clap::Subcommand;
 use serde_json::json;
-use sitehost::account::{ApiKey, NewKey};
 use sitehost::clock::{format_timestamp, Clock, SystemClock};
+use sitehost::domain::account::{ApiKey, NewKey};
 use sitehost::store::SharedStore;
 
 use crate::StoreArgs;

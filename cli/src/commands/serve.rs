@@ -41,6 +41,6 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    sitehost::local::server::serve(app, listener, shutdown).await;
+    sitehost::server::serve(app, listener, shutdown).await;
     Ok(())
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use sitehost::config::{Config, Defaults, ImageLimits};
-use sitehost::image_record::{SiblingFormat, SiblingSource};
-use sitehost::upload::pipeline::{process_file_timed, sibling_of_variant, write_variants, Variant};
+use sitehost::domain::image_record::{SiblingFormat, SiblingSource};
+use sitehost::image_pipeline::{process_file_timed, sibling_of_variant, write_variants, Variant};
 
 #[derive(Args)]
 pub struct VariantsArgs {

@@ -163,7 +163,7 @@ fn reply(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
 pub fn spawn_server(listener: TcpListener, state: Arc<State>) -> JoinHandle<()> {
     tokio::spawn(async move {
         // The same backoff as `sitehost serve`'s accept loop.
-        let mut backoff = sitehost::local::server::AcceptBackoff::default();
+        let mut backoff = sitehost::server::AcceptBackoff::default();
         loop {
             let stream = match listener.accept().await {
                 Ok((stream, _)) => {

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
-use sitehost::local::client::PartnerClient;
+use sitehost::client::PartnerClient;
 
 use crate::support::{serve, serve_with_env, BIN};
 
@@ -165,7 +165,7 @@ async fn python_partner_example_works_unchanged() {
 
 #[tokio::test]
 async fn files_sweep_removes_an_old_orphan_set_and_says_so() {
-    use sitehost::image_record::{variant_path, VARIANTS};
+    use sitehost::domain::image_record::{variant_path, VARIANTS};
     use sitehost::upload::naming::original_path;
 
     let dir = tempfile::tempdir().expect("dir");

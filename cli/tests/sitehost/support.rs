@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use sitehost::api::App;
+use sitehost::client::PartnerClient;
 use sitehost::config::{Config, OriginSecret};
-use sitehost::local::client::PartnerClient;
 use sitehost::store::Stores;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sitehost");
