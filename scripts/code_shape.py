@@ -79,7 +79,7 @@ TEST_FUNCTION_EXCEPTIONS: dict[str, str] = {
 # Uses that close a circle inside a folder, allowed for now: (folder, user, used), and why.
 # The circle check leaves these uses out.
 CIRCLE_EXCEPTIONS: dict[tuple[str, str, str], str] = {
-    ("image_pipeline", "gif_codec", "codec"): SHARED_WITH_THE_HUB + " (agree, decode_budget)",
+    ("image_pipeline", "gif_codec", "codec"): SHARED_WITH_THE_HUB + " (agree, decode_alloc_limit)",
     ("image_pipeline", "anim_webp", "codec"): SHARED_WITH_THE_HUB + " (agree, QUALITY, SIBLING_METHOD)",
     ("image_pipeline", "anim_gif", "animation"): SHARED_WITH_THE_HUB + " (Plays)",
     ("image_pipeline", "anim_webp", "animation"): SHARED_WITH_THE_HUB + " (Animation, CanvasFrame, Plays)",
