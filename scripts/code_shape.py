@@ -61,10 +61,6 @@ LAYERS: list[tuple[str, list[str]]] = [
 FEATURE_SEAM = ["lib.rs", "store/mod.rs", "deployment.rs"]
 
 
-SHARED_WITH_THE_HUB = (
-    "being fixed (#35 follow-up): what the format modules share with the module that "
-    "dispatches to them moves below both"
-)
 
 # Code functions allowed past MAX_FUNCTION_LINES without a WHOLE_BECAUSE comment (for a
 # file that cannot carry one): "path:name" (path under the repository) and why.
@@ -79,11 +75,6 @@ TEST_FUNCTION_EXCEPTIONS: dict[str, str] = {
 # Uses that close a circle inside a folder, allowed for now: (folder, user, used), and why.
 # The circle check leaves these uses out.
 CIRCLE_EXCEPTIONS: dict[tuple[str, str, str], str] = {
-    ("image_pipeline", "gif_codec", "codec"): SHARED_WITH_THE_HUB + " (agree, decode_alloc_limit)",
-    ("image_pipeline", "anim_webp", "codec"): SHARED_WITH_THE_HUB + " (agree, QUALITY, SIBLING_METHOD)",
-    ("image_pipeline", "anim_gif", "animation"): SHARED_WITH_THE_HUB + " (Plays)",
-    ("image_pipeline", "anim_webp", "animation"): SHARED_WITH_THE_HUB + " (Animation, CanvasFrame, Plays)",
-    ("image_pipeline", "gif_codec", "animation"): SHARED_WITH_THE_HUB + " (Animation, CanvasFrame, Plays)",
 }
 
 # Where the library and the other crates' sources are, under the repository.

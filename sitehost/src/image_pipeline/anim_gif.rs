@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::animation::Plays;
+use super::frames::Plays;
 use super::pixels::{Layout, Pixels};
 use super::quantise::quantise;
 use crate::error::{ApiError, Result};

@@ -11,9 +11,9 @@ use ::image::codecs::webp::WebPDecoder;
 use ::image::{AnimationDecoder, ImageDecoder, ImageError};
 use libwebp_sys as sys;
 
-use super::animation::{Animation, CanvasFrame, Plays};
-use super::codec::{agree, SIBLING_METHOD};
-use super::format::{ImageFormat, QUALITY};
+use super::decode_check::agree;
+use super::format::{ImageFormat, QUALITY, SIBLING_METHOD};
+use super::frames::{Animation, CanvasFrame, Plays};
 use super::pixels::{Layout, Pixels};
 use super::refusal::{unreadable_image_data, Unreadable};
 use super::sniff::Header;

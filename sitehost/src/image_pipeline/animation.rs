@@ -15,7 +15,6 @@
 //! `max_frames`, which the header walks check before any frame is decoded. A single-frame
 //! GIF or WebP never comes here.
 
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
@@ -25,6 +24,7 @@ use std::time::{Duration, Instant};
 use super::anim_gif::GifWriter;
 use super::anim_webp::AnimWebp;
 use super::format::ImageFormat;
+use super::frames::{Animation, Plays};
 use super::gif_copy::copy_frames;
 use super::pixels::{Layout, Pixels};
 use super::sniff::Header;
@@ -34,55 +34,6 @@ use super::{
 };
 use crate::config::{ImageLimits, MAX_ANIMATED_SIBLING_PIXELS};
 use crate::error::{ApiError, Result};
-
-/// How many times an animation plays, as browsers read each format: a GIF's loop count is
-/// the repeats after the first play (none written: once), a WebP's the plays (0: forever).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Plays {
-    Forever,
-    Times(NonZeroU32),
-}
-
-/// One frame as shown: the whole canvas, 8-bit RGBA, and how long it stays.
-pub(super) struct CanvasFrame {
-    pub pixels: Pixels,
-    pub delay_ms: u32,
-    /// The canvas's colours (RGB triples), if a GIF's and at most 256: the palette its
-    /// resized frames are mapped to (quantise.rs).
-    pub colours: Option<Arc<[u8]>>,
-}
-
-/// An animation being read, one composited frame at a time.
-pub(super) struct Animation<'a> {
-    pub width: u32,
-    pub height: u32,
-    pub plays: Plays,
-    frames: Box<dyn Iterator<Item = Result<CanvasFrame>> + 'a>,
-}
-
-impl<'a> Animation<'a> {
-    pub fn new(
-        width: u32,
-        height: u32,
-        plays: Plays,
-        frames: Box<dyn Iterator<Item = Result<CanvasFrame>> + 'a>,
-    ) -> Self {
-        Animation {
-            width,
-            height,
-            plays,
-            frames,
-        }
-    }
-}
-
-impl Iterator for Animation<'_> {
-    type Item = Result<CanvasFrame>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.frames.next()
-    }
-}
 
 /// Opens an animated GIF or WebP whose header has been checked against the limits.
 fn open<'a>(bytes: &'a [u8], header: &Header, limits: &ImageLimits) -> Result<Animation<'a>> {

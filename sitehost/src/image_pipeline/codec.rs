@@ -10,11 +10,12 @@ use zune_jpeg::zune_core::bytestream::ZCursor;
 use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 
-use super::format::{ImageFormat, QUALITY};
+use super::decode_check::{agree, decode_alloc_limit, DECODER_ALLOWANCE};
+use super::format::{ImageFormat, QUALITY, SIBLING_METHOD};
 use super::gif_codec;
 use super::libjpeg;
 use super::pixels::{Layout, Pixels};
-use super::refusal::{bad_upload, unreadable_image_data, Unreadable};
+use super::refusal::{unreadable_image_data, Unreadable};
 use super::sniff::jpeg_markers::jpeg_check_body;
 use super::sniff::Header;
 use crate::config::ImageLimits;
@@ -22,22 +23,6 @@ use crate::error::{ApiError, Result};
 
 /// GIF palette quantisation speed (1 best .. 30 fastest); 10 is gif's recommended trade-off.
 const GIF_SPEED: i32 = 10;
-
-/// Room a decoder gets beyond the decoded pixels, for what it keeps of the file's metadata
-/// and its scratch buffers: the PNG chunks the png crate holds (PLTE, tRNS, eXIf, ...) and
-/// its output row (16,384 pixels at 4 bytes: 64 KiB). 1 MiB is over ten times what a real
-/// file needs there: EXIF is at most 64 KiB in a JPEG and is copied as is into PNGs.
-pub(super) const DECODER_ALLOWANCE: u64 = 1 << 20;
-
-/// The most one decode may allocate: its pixels at `bytes_per_pixel` plus
-/// [`DECODER_ALLOWANCE`]. Derived from each image's own size, not from the largest allowed
-/// image, so a small image cannot make the decoder allocate like a large one.
-pub(super) fn decode_alloc_limit(width: u32, height: u32, bytes_per_pixel: u64) -> u64 {
-    u64::from(width)
-        .saturating_mul(u64::from(height))
-        .saturating_mul(bytes_per_pixel)
-        .saturating_add(DECODER_ALLOWANCE)
-}
 
 /// 413 for a decode that would allocate more than its limit.
 fn over_alloc_limit(what: impl std::fmt::Display) -> ApiError {
@@ -78,21 +63,6 @@ pub(super) fn decode(
     // The decoded buffer is the size both checks saw.
     agree(header, pixels.width, pixels.height)?;
     Ok(pixels)
-}
-
-/// 400 unless the decoder's size is the one the header check reported.
-pub(super) fn agree(header: &Header, width: u32, height: u32) -> Result<()> {
-    if (width, height) != (header.width, header.height) {
-        return Err(bad_upload(format!(
-            "the {} is corrupt: its header says {}x{} but it decodes to {}x{}",
-            header.format.name(),
-            header.width,
-            header.height,
-            width,
-            height
-        )));
-    }
-    Ok(())
 }
 
 /// zune-jpeg directly (the same decoder `image` uses) to borrow the input without a copy and
@@ -304,11 +274,6 @@ fn encode_webp(pixels: &Pixels) -> Result<Vec<u8>> {
         .map_err(|e| ApiError::internal(format!("encoding a WebP variant: libwebp {e:?}")))?;
     Ok(memory.to_vec())
 }
-
-/// libwebp's method (0 fastest .. 6 smallest) of the WebP siblings of JPEG, PNG and GIF
-/// variants: on a 12 MP photo's medium variant method 2 took half of method 4's time for
-/// files 1% larger, and method 0 made files larger than the JPEGs.
-pub(super) const SIBLING_METHOD: i32 = 2;
 
 /// The lossy WebP sibling of a variant (`image_record::sibling_path`), alpha kept, at its
 /// size's quality (`sibling::WEBP_QUALITY`).

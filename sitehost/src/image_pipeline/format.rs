@@ -76,3 +76,8 @@ impl fmt::Display for ImageFormat {
         f.write_str(self.name())
     }
 }
+
+/// libwebp's method (0 fastest .. 6 smallest) of the WebP siblings of JPEG, PNG and GIF
+/// variants: on a 12 MP photo's medium variant method 2 took half of method 4's time for
+/// files 1% larger, and method 0 made files larger than the JPEGs.
+pub(super) const SIBLING_METHOD: i32 = 2;

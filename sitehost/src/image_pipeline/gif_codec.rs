@@ -7,9 +7,9 @@
 use std::num::{NonZeroU32, NonZeroU64};
 use std::sync::Arc;
 
-use super::animation::{Animation, CanvasFrame, Plays};
-use super::codec::decode_alloc_limit;
+use super::decode_check::{agree, decode_alloc_limit};
 use super::format::ImageFormat;
+use super::frames::{Animation, CanvasFrame, Plays};
 use super::pixels::{Layout, Pixels};
 use super::quantise::colours_of;
 use super::refusal::{bad_upload, unreadable_image_data, Unreadable};
@@ -60,7 +60,7 @@ pub(super) fn decode_first_frame(
 ) -> Result<Pixels> {
     let mut decoder = options(header).read_info(bytes).map_err(refused)?;
     let (width, height) = (u32::from(decoder.width()), u32::from(decoder.height()));
-    super::codec::agree(header, width, height)?;
+    agree(header, width, height)?;
     limits.check(width, height)?;
     let frame = decoder.read_next_frame().map_err(refused)?.ok_or_else(|| {
         bad_upload("the GIF has no image in it; upload a GIF with at least one frame")
@@ -118,7 +118,7 @@ pub(super) fn frames<'a>(
 ) -> Result<Animation<'a>> {
     let decoder = options(header).read_info(bytes).map_err(refused)?;
     let (width, height) = (u32::from(decoder.width()), u32::from(decoder.height()));
-    super::codec::agree(header, width, height)?;
+    agree(header, width, height)?;
     limits.check(width, height)?;
     let mut frames = GifFrames {
         decoder,

@@ -28,7 +28,9 @@ mod codec;
 mod colour;
 #[cfg(test)]
 mod colour_tests;
+mod decode_check;
 pub mod format;
+mod frames;
 mod gif_codec;
 mod gif_copy;
 #[cfg(test)]

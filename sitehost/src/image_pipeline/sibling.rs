@@ -11,7 +11,7 @@ use crate::config::ImageLimits;
 use crate::domain::image_record::{SiblingFormat, SiblingSource, VARIANTS};
 use crate::error::Result;
 
-/// Each variant size's WebP quality (libwebp, method [`codec::SIBLING_METHOD`]): the lowest
+/// Each variant size's WebP quality (libwebp, method [`super::format::SIBLING_METHOD`]): the lowest
 /// at which at least half the measured photos' siblings score at or above their JPEG
 /// variant in SSIMULACRA2 (`scripts/fidelity`, docs/image-fidelity.md). From medium up
 /// libwebp needs as many bytes as libjpeg for that fidelity; small and thumbnail save a
