@@ -148,16 +148,23 @@ async fn wait_for_init(
     started: Instant,
     timeout: Duration,
 ) -> Init {
+    let from_signal = |signal| match signal {
+        Some(Signal::FirstNext(at)) => Init::Ready(at - started),
+        Some(Signal::InitError { error_type, body }) => Init::Failed { error_type, body },
+        None => Init::Silent("the Runtime API stopped".into()),
+    };
+    // Biased, signals first: the Runtime API records an init error before it answers the
+    // post, so a function that reports one and exits has both ready; the report must win.
     tokio::select! {
-        signal = signals.recv() => match signal {
-            Some(Signal::FirstNext(at)) => Init::Ready(at - started),
-            Some(Signal::InitError { error_type, body }) => Init::Failed { error_type, body },
-            None => Init::Silent("the Runtime API stopped".into()),
+        biased;
+        signal = signals.recv() => from_signal(signal),
+        status = child.wait() => match signals.try_recv() {
+            Ok(signal) => from_signal(Some(signal)),
+            Err(_) => Init::Silent(match status {
+                Ok(status) => format!("the function exited ({status}) without asking for an event or reporting an init error"),
+                Err(e) => e.to_string(),
+            }),
         },
-        status = child.wait() => Init::Silent(match status {
-            Ok(status) => format!("the function exited ({status}) without asking for an event or reporting an init error"),
-            Err(e) => e.to_string(),
-        }),
         _ = tokio::time::sleep(timeout) => Init::Silent(format!("no call to the Runtime API within {timeout:?}")),
     }
 }
@@ -245,6 +252,9 @@ mod tests {
         (status, headers, raw[split + 4..].to_vec())
     }
 
+    /// [`FAKE_FUNCTION`]'s value for a function that reports an init error and exits.
+    const FAILS_AT_INIT: &str = "fails-at-init";
+
     /// The function: answers each event with `{"echo": event}`, 100 ms after taking it.
     /// Does nothing unless [`FAKE_FUNCTION`] is set (a plain `cargo test` runs it too).
     #[test]
@@ -259,6 +269,14 @@ mod tests {
             None => (api.to_string(), String::new()),
         };
         let runtime = format!("{base}/2018-06-01/runtime");
+        if std::env::var(FAKE_FUNCTION).as_deref() == Ok(FAILS_AT_INIT) {
+            let path = format!("{runtime}/init/error");
+            let body = br#"{"errorType":"Fake.InitFailed","errorMessage":"no"}"#;
+            let (status, _, _) = exchange(&authority, "POST", &path, body, Duration::from_secs(5));
+            assert_eq!(status, 202, "init error");
+            // At once, as the functions do after reporting: both are ready together.
+            std::process::exit(1);
+        }
         loop {
             let next = format!("{runtime}/invocation/next");
             let (status, headers, event) =
@@ -284,6 +302,43 @@ mod tests {
         }
     }
 
+    /// The test binary as the fake function, with `FAKE_FUNCTION` set to `mode`.
+    fn fake_run(mode: &str, events: Vec<Bytes>) -> Run {
+        Run {
+            binary: std::env::current_exe().expect("the test binary"),
+            args: [
+                "--exact",
+                "local_lambda::tests::fake_function",
+                "--test-threads=1",
+            ]
+            .map(String::from)
+            .to_vec(),
+            name: "fake".into(),
+            env: vec![(FAKE_FUNCTION.into(), mode.into())],
+            events,
+            timeout: Duration::from_secs(20),
+            show_logs: false,
+        }
+    }
+
+    /// A function that reports an init error and exits at once: the report is what the
+    /// cold start was, every time, though the exit may be seen in the same poll.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_init_error_then_an_exit_is_a_failed_init_every_time() {
+        for _ in 0..12 {
+            let report = invoke(fake_run(FAILS_AT_INIT, vec![Bytes::from("{}")]))
+                .await
+                .expect("a report");
+            match &report.init {
+                Init::Failed { body, .. } => {
+                    assert_eq!(body["errorType"], "Fake.InitFailed");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(report.invocations.is_empty());
+        }
+    }
+
     // Reads better whole: one runtime API and its impostor, tried in turn.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn another_local_process_can_neither_take_an_event_nor_answer_one() {
@@ -298,21 +353,7 @@ mod tests {
                 )
             })
             .collect();
-        let run = Run {
-            binary: std::env::current_exe().expect("the test binary"),
-            args: [
-                "--exact",
-                "local_lambda::tests::fake_function",
-                "--test-threads=1",
-            ]
-            .map(String::from)
-            .to_vec(),
-            name: "fake".into(),
-            env: vec![(FAKE_FUNCTION.into(), "1".into())],
-            events: events.clone(),
-            timeout: Duration::from_secs(20),
-            show_logs: false,
-        };
+        let run = fake_run("echo", events.clone());
         let invoked = tokio::spawn(invoke_on(listener, run));
         // The other process knows the port, the documented paths, and how ids used to be made.
         let attacker = std::thread::spawn(move || {
