@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::{json, Value};
 
 use crate::error::{FieldErrors, Result};
+use crate::store::Page;
 
 pub const DEFAULT_LIMIT: u64 = 20;
 pub const MAX_LIMIT: u64 = 1000;
@@ -98,6 +99,18 @@ fn page_link(path: &str, params: &[(String, String)], limit: u64, offset: u64) -
     query.append_pair("limit", &limit.to_string());
     query.append_pair("offset", &offset.to_string());
     format!("{path}?{}", query.finish())
+}
+
+/// The [`envelope`] of one page of records, each shown by `view`.
+pub fn page_envelope<T>(
+    path: &str,
+    params: &[(String, String)],
+    paging: Paging,
+    page: &Page<T>,
+    view: impl Fn(&T) -> Value,
+) -> Value {
+    let objects = page.items.iter().map(view).collect();
+    envelope(path, params, paging, page.total_count, objects)
 }
 
 /// `{"meta": {...}, "objects": [...]}`. `path` is the canonical list path.

@@ -464,6 +464,25 @@ mod tests {
         );
     }
 
+    /// An original is read only up to [`MAX_ORIGINAL_BYTES`] (the stores refuse more
+    /// before handing any over): one over it costs a refused read, and the sibling is made
+    /// from the variant.
+    #[tokio::test]
+    async fn an_original_over_the_read_bound_is_passed_over_for_its_variant() {
+        let files = store_with(&[("img/upload/c--3.small.png", "small png")]).await;
+        let over = usize::try_from(MAX_ORIGINAL_BYTES + 1).expect("fits");
+        files
+            .put("img/upload/c--3.png", Bytes::from(vec![0; over]), "x")
+            .await
+            .expect("put");
+        let siblings = Siblings::new(files, source_echo);
+        let made = siblings.make("img/upload/c--3.small.png.webp").await;
+        assert_eq!(
+            made.expect("made"),
+            Sibling::Made(Bytes::from("small|small png|-"))
+        );
+    }
+
     #[tokio::test]
     async fn an_avif_sibling_is_made_and_stored_next_to_its_variant() {
         let files = store_with(&[("img/upload/a--1.medium.gif", "gif")]).await;

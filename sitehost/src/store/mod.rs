@@ -42,6 +42,16 @@ pub struct Page<T> {
     pub total_count: u64,
 }
 
+impl<T> Page<T> {
+    /// A page of nothing: what a list answers when the caller may see none of it.
+    pub fn empty() -> Self {
+        Self {
+            items: Vec::new(),
+            total_count: 0,
+        }
+    }
+}
+
 /// Accounts, API keys and the OAuth nonce memory.
 #[async_trait]
 pub trait KeyStore: Send + Sync {

@@ -16,7 +16,7 @@ use crate::domain::location;
 use crate::domain::validate::json_object;
 use crate::error::{ApiError, Result};
 use crate::operations::images;
-use crate::operations::listing::{envelope, Paging};
+use crate::operations::listing::{page_envelope, Paging};
 use ignored_fields::IgnoredFields;
 
 /// A business's list object as its detail shows it (the site detail shows it too).
@@ -42,20 +42,15 @@ pub async fn list(
                 .list_businesses(caller.account_id, &query)
                 .await?
         }
-        None => crate::store::Page {
-            items: Vec::new(),
-            total_count: 0,
-        },
+        None => crate::store::Page::empty(),
     };
-    let objects = page.items.iter().map(view::business).collect();
-    let body = envelope(
+    Ok(Reply::ok(page_envelope(
         view::LIST_PATH,
         query_pairs,
         paging,
-        page.total_count,
-        objects,
-    );
-    Ok(Reply::ok(body))
+        &page,
+        view::business,
+    )))
 }
 
 /// A business the caller may see, with its services and locations: its account's, and its
@@ -198,7 +193,23 @@ pub async fn update(
         );
         budget.pay_for_stored(stored).await?;
     }
-    let business = services
+    let business = store_patch(services, caller, id, patch)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    Ok(Reply::ok(
+        detail(services, caller, &business, Images::Read).await?,
+    ))
+}
+
+/// Stores `patch` to business `id` as the caller may (its sub id's only, if the key is
+/// restricted); `None` for a business it may not see.
+pub(crate) async fn store_patch(
+    services: &Services,
+    caller: &Caller,
+    id: i64,
+    patch: BusinessPatch,
+) -> Result<Option<BusinessDetail>> {
+    services
         .store
         .update_business(
             caller.account_id,
@@ -207,9 +218,5 @@ pub async fn update(
             patch,
             services.clock.now(),
         )
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    Ok(Reply::ok(
-        detail(services, caller, &business, Images::Read).await?,
-    ))
+        .await
 }

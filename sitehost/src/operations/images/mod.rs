@@ -11,7 +11,7 @@ use super::{Reply, Services};
 use crate::domain::account::Caller;
 use crate::domain::image_record::{may_have_siblings, sibling_path, SiblingFormat};
 use crate::error::{ApiError, Result};
-use crate::operations::listing::{envelope, Paging};
+use crate::operations::listing::{page_envelope, Paging};
 
 pub async fn list(
     services: &Services,
@@ -24,13 +24,12 @@ pub async fn list(
         .store
         .list_images(caller.account_id, &query)
         .await?;
-    let objects = page.items.iter().map(view::image).collect();
-    Ok(Reply::ok(envelope(
+    Ok(Reply::ok(page_envelope(
         view::LIST_PATH,
         query_pairs,
         paging,
-        page.total_count,
-        objects,
+        &page,
+        view::image,
     )))
 }
 

@@ -208,16 +208,7 @@ async fn write(
         location_edit: Some(edit),
         ..Default::default()
     };
-    services
-        .store
-        .update_business(
-            caller.account_id,
-            business_id,
-            caller.restrict_sub_id.as_deref(),
-            patch,
-            services.clock.now(),
-        )
-        .await
+    crate::operations::business::store_patch(services, caller, business_id, patch).await
 }
 
 /// Creates a location in a business the caller may see (a 400 on `business_id` otherwise).

@@ -10,7 +10,7 @@ use crate::domain::post::{NewPost, Post, PostPatch, PostQuery};
 use crate::domain::validate::{json_object, parse_id};
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::operations::list_rules::reject_unsupported_filters;
-use crate::operations::listing::{envelope, Paging};
+use crate::operations::listing::{page_envelope, Paging};
 use crate::operations::sites::visible_site;
 use crate::store::Page;
 
@@ -127,18 +127,13 @@ pub async fn list(
             };
             services.store.list_posts(caller.account_id, &query).await?
         }
-        None => Page {
-            items: Vec::new(),
-            total_count: 0,
-        },
+        None => Page::empty(),
     };
-    let objects = page.items.iter().map(view::post).collect();
-    let body = envelope(
+    Ok(Reply::ok(page_envelope(
         view::LIST_PATH,
         query_pairs,
         paging,
-        page.total_count,
-        objects,
-    );
-    Ok(Reply::ok(body))
+        &page,
+        view::post,
+    )))
 }

@@ -14,7 +14,7 @@ use crate::domain::site::{NewSite, Site, SitePatch};
 use crate::domain::validate::json_object;
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::operations::business::business_object;
-use crate::operations::listing::{envelope, Paging};
+use crate::operations::listing::{page_envelope, Paging};
 use crate::operations::locations::view::location as location_object;
 use crate::operations::locations::visible_business;
 use crate::store::rules::no_such_business;
@@ -86,20 +86,15 @@ pub async fn list(
     let paging = Paging::parse(query_pairs)?;
     let page = match params::query(query_pairs, paging, caller)? {
         Some(query) => services.store.list_sites(caller.account_id, &query).await?,
-        None => Page {
-            items: Vec::new(),
-            total_count: 0,
-        },
+        None => Page::empty(),
     };
-    let objects = page.items.iter().map(view::site).collect();
-    let body = envelope(
+    Ok(Reply::ok(page_envelope(
         view::LIST_PATH,
         query_pairs,
         paging,
-        page.total_count,
-        objects,
-    );
-    Ok(Reply::ok(body))
+        &page,
+        view::site,
+    )))
 }
 
 pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply> {
@@ -164,27 +159,18 @@ pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) 
         }
         business = Some(read);
     }
-    let site = services
-        .store
-        .update_site(
-            caller.account_id,
-            id,
-            caller.restrict_sub_id.as_deref(),
-            patch,
-            services.clock.now(),
-        )
-        .await?
-        .ok_or_else(|| not_found(id))?;
+    let site = store_patch(services, caller, id, patch).await?;
     Ok(Reply::ok(detail(services, caller, &site, business).await?))
 }
 
-/// Disables the site (`deleted: true`); `PUT {"deleted": false}` enables it again. 204,
-/// also for a site already disabled.
-pub async fn delete(services: &Services, caller: &Caller, id: i64) -> Result<Reply> {
-    let patch = SitePatch {
-        deleted: Some(true),
-        ..Default::default()
-    };
+/// Stores `patch` to site `id` as the caller may (its sub id's only, if the key is
+/// restricted); a 404 for a site it may not see.
+async fn store_patch(
+    services: &Services,
+    caller: &Caller,
+    id: i64,
+    patch: SitePatch,
+) -> Result<Site> {
     services
         .store
         .update_site(
@@ -195,6 +181,16 @@ pub async fn delete(services: &Services, caller: &Caller, id: i64) -> Result<Rep
             services.clock.now(),
         )
         .await?
-        .ok_or_else(|| not_found(id))?;
+        .ok_or_else(|| not_found(id))
+}
+
+/// Disables the site (`deleted: true`); `PUT {"deleted": false}` enables it again. 204,
+/// also for a site already disabled.
+pub async fn delete(services: &Services, caller: &Caller, id: i64) -> Result<Reply> {
+    let patch = SitePatch {
+        deleted: Some(true),
+        ..Default::default()
+    };
+    store_patch(services, caller, id, patch).await?;
     Ok(Reply::no_content())
 }

@@ -4,9 +4,8 @@
 use serde_json::{json, Value};
 use sitehost::auth::oauth1;
 use sitehost::clock::{Clock, SystemClock};
-use sitehost::config::RequestBudgets;
 
-use super::{assert_over_budget, create, fifteen_seconds_into_this_minute};
+use super::{assert_over_budget, create, server_with_budgets};
 use crate::support;
 use crate::support::app::TestApp;
 use crate::support::openapi::CheckedClient;
@@ -187,15 +186,7 @@ async fn authentication_failures_are_401() {
 /// every refusal after the first is answered without a store call.
 #[tokio::test]
 async fn refused_requests_record_no_nonce_after_the_first() {
-    let budgets = RequestBudgets {
-        requests_per_minute: 1,
-        uploads_per_minute: 1,
-    };
-    let server = TestApp::builder()
-        .config(|config| config.budgets = budgets)
-        .clock(fifteen_seconds_into_this_minute())
-        .spawn()
-        .await;
+    let server = server_with_budgets(1, 1).await;
     let client = server.client("agency", None).await;
     assert_eq!(
         client.get("/api/v2/images/").await.expect("list").status,

@@ -1,24 +1,15 @@
 //! The per-key request budgets: over budget is 429 with Retry-After and does nothing.
 
 use serde_json::{json, Value};
-use sitehost::config::RequestBudgets;
 
-use super::{assert_over_budget, create, fifteen_seconds_into_this_minute};
+use super::{assert_over_budget, create, server_with_budgets};
 use crate::support;
 use crate::support::app::TestApp;
 use crate::support::openapi::CheckedClient;
 
 #[tokio::test]
 async fn over_the_request_budget_is_429_with_retry_after_and_does_nothing() {
-    let budgets = RequestBudgets {
-        requests_per_minute: 3,
-        uploads_per_minute: 60,
-    };
-    let server = TestApp::builder()
-        .config(|config| config.budgets = budgets)
-        .clock(fifteen_seconds_into_this_minute())
-        .spawn()
-        .await;
+    let server = server_with_budgets(3, 60).await;
     let client = server.client("agency", None).await;
     let created = create(&client, json!({"business_name": "First"})).await;
     let detail = format!("/api/v2/businesses/{}/", created["id"]);
@@ -55,15 +46,7 @@ async fn over_the_request_budget_is_429_with_retry_after_and_does_nothing() {
 
 #[tokio::test]
 async fn uploads_have_their_own_budget_and_count_as_requests() {
-    let budgets = RequestBudgets {
-        requests_per_minute: 10,
-        uploads_per_minute: 2,
-    };
-    let server = TestApp::builder()
-        .config(|config| config.budgets = budgets)
-        .clock(fifteen_seconds_into_this_minute())
-        .spawn()
-        .await;
+    let server = server_with_budgets(10, 2).await;
     let client = server.client("agency", None).await;
     let upload = json!({
         "upload": {"name": "dot.png", "file": support::media::b64(&support::media::png(4, 4))},
@@ -121,15 +104,7 @@ async fn send_as_is(
 /// GET fifty times leaves the victim's budget whole, and a replayed create creates nothing.
 #[tokio::test]
 async fn replays_spend_no_budget_and_run_nothing() {
-    let budgets = RequestBudgets {
-        requests_per_minute: 5,
-        uploads_per_minute: 60,
-    };
-    let server = TestApp::builder()
-        .config(|config| config.budgets = budgets)
-        .clock(fifteen_seconds_into_this_minute())
-        .spawn()
-        .await;
+    let server = server_with_budgets(5, 60).await;
     let key = server.key("agency").await;
     let signer = sitehost::client::PartnerClient::new(server.base(), &key.key, &key.secret);
     let list = "/api/v2/businesses/";
@@ -162,14 +137,7 @@ async fn replays_spend_no_budget_and_run_nothing() {
 
 #[tokio::test]
 async fn a_zero_budget_is_unlimited() {
-    let budgets = RequestBudgets {
-        requests_per_minute: 0,
-        uploads_per_minute: 0,
-    };
-    let server = TestApp::builder()
-        .config(|config| config.budgets = budgets)
-        .spawn()
-        .await;
+    let server = server_with_budgets(0, 0).await;
     let client = server.client("agency", None).await;
     for _ in 0..30 {
         assert_eq!(

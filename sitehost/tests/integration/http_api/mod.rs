@@ -12,8 +12,10 @@ mod slow_clients;
 
 use serde_json::Value;
 use sitehost::clock::{Clock, SystemClock};
+use sitehost::config::RequestBudgets;
 
 // The signing client, every reply checked against docs/openapi.json.
+use crate::support::app::TestApp;
 use crate::support::openapi::CheckedClient;
 
 async fn create(client: &CheckedClient, body: Value) -> Value {
@@ -30,6 +32,20 @@ async fn create(client: &CheckedClient, body: Value) -> Value {
 fn fifteen_seconds_into_this_minute() -> i64 {
     let now = SystemClock.now();
     now - now.rem_euclid(60) + 15
+}
+
+/// `sitehost serve`'s server with these per-key budgets (0 is unlimited), its clock
+/// [`fifteen_seconds_into_this_minute`].
+async fn server_with_budgets(requests_per_minute: u64, uploads_per_minute: u64) -> TestApp {
+    let budgets = RequestBudgets {
+        requests_per_minute,
+        uploads_per_minute,
+    };
+    TestApp::builder()
+        .config(|config| config.budgets = budgets)
+        .clock(fifteen_seconds_into_this_minute())
+        .spawn()
+        .await
 }
 
 fn assert_over_budget(reply: &sitehost::client::ClientResponse, message: &str) {
