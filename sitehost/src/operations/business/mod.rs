@@ -203,7 +203,7 @@ pub async fn update(
 
 /// Stores `patch` to business `id` as the caller may (its sub id's only, if the key is
 /// restricted); `None` for a business it may not see.
-pub(crate) async fn store_patch(
+async fn store_patch(
     services: &Services,
     caller: &Caller,
     id: i64,

@@ -208,7 +208,16 @@ async fn write(
         location_edit: Some(edit),
         ..Default::default()
     };
-    crate::operations::business::store_patch(services, caller, business_id, patch).await
+    services
+        .store
+        .update_business(
+            caller.account_id,
+            business_id,
+            caller.restrict_sub_id.as_deref(),
+            patch,
+            services.clock.now(),
+        )
+        .await
 }
 
 /// Creates a location in a business the caller may see (a 400 on `business_id` otherwise).
