@@ -152,6 +152,17 @@ fn image_of_sub(path: &str, business_id: Option<i64>, sub: Option<&str>) -> NewI
     }
 }
 
+/// An image of `sub` (or of none) stored in account `account` on `DAY1`.
+async fn sub_image(
+    store: &SharedStore,
+    account: i64,
+    path: &str,
+    business_id: Option<i64>,
+    sub: Option<&str>,
+) -> Image {
+    image(store, account, image_of_sub(path, business_id, sub), DAY1).await
+}
+
 fn sub_filter(sub: Option<&str>, business_id: Option<i64>) -> ImageFilter {
     ImageFilter {
         business_id,
@@ -182,34 +193,10 @@ async fn sub_id_images(store: &SharedStore) -> SubIdImages {
     )
     .await;
     let plain = create(store, a, new_business("Plain"), DAY1).await;
-    let n1 = image(
-        store,
-        a,
-        image_of_sub("img/upload/n1.jpg", None, Some("north")),
-        DAY1,
-    )
-    .await;
-    let n2 = image(
-        store,
-        a,
-        image_of_sub("img/upload/n2.jpg", Some(north.id), Some("north")),
-        DAY1,
-    )
-    .await;
-    let s1 = image(
-        store,
-        a,
-        image_of_sub("img/upload/s1.jpg", None, Some("south")),
-        DAY1,
-    )
-    .await;
-    let none = image(
-        store,
-        a,
-        image_of_sub("img/upload/p1.jpg", Some(plain.id), None),
-        DAY1,
-    )
-    .await;
+    let n1 = sub_image(store, a, "img/upload/n1.jpg", None, Some("north")).await;
+    let n2 = sub_image(store, a, "img/upload/n2.jpg", Some(north.id), Some("north")).await;
+    let s1 = sub_image(store, a, "img/upload/s1.jpg", None, Some("south")).await;
+    let none = sub_image(store, a, "img/upload/p1.jpg", Some(plain.id), None).await;
     SubIdImages {
         account: a,
         north: north.id,
@@ -313,30 +300,11 @@ pub async fn image_lists_of_a_sub_id_are_a_scope_with_its_own_count(store: Share
 
 /// With `restrict_sub_id`, a new logo must be an image of that sub id; a logo the
 /// business already has is kept whatever its sub id.
-// Reads better whole: one business's logo tried with each key and image, each step from the last.
 pub async fn a_sub_restricted_key_sets_only_logos_of_its_sub_id(store: SharedStore) {
     let a = account(&store, "acme").await;
-    let north_image = image(
-        &store,
-        a,
-        image_of_sub("img/upload/n.jpg", None, Some("north")),
-        DAY1,
-    )
-    .await;
-    let south_image = image(
-        &store,
-        a,
-        image_of_sub("img/upload/s.jpg", None, Some("south")),
-        DAY1,
-    )
-    .await;
-    let plain_image = image(
-        &store,
-        a,
-        image_of_sub("img/upload/p.jpg", None, None),
-        DAY1,
-    )
-    .await;
+    let north_image = sub_image(&store, a, "img/upload/n.jpg", None, Some("north")).await;
+    let south_image = sub_image(&store, a, "img/upload/s.jpg", None, Some("south")).await;
+    let plain_image = sub_image(&store, a, "img/upload/p.jpg", None, None).await;
     let b = create(
         &store,
         a,
@@ -402,23 +370,10 @@ pub async fn a_sub_restricted_key_sets_only_logos_of_its_sub_id(store: SharedSto
 /// A logo is an image of its business's sub id, or of none: a create or an update (a new
 /// logo, or a new sub id keeping its logo) with one of another sub id is a 400 on
 /// `logo_image_id`, whatever the key, and writes nothing.
-// Reads better whole: one south logo refused on create, then on each move of its business.
 pub async fn logos_of_another_sub_id_are_refused(store: SharedStore) {
     let a = account(&store, "acme").await;
-    let south_image = image(
-        &store,
-        a,
-        image_of_sub("img/upload/s.jpg", None, Some("south")),
-        DAY1,
-    )
-    .await;
-    let plain_image = image(
-        &store,
-        a,
-        image_of_sub("img/upload/p.jpg", None, None),
-        DAY1,
-    )
-    .await;
+    let south_image = sub_image(&store, a, "img/upload/s.jpg", None, Some("south")).await;
+    let plain_image = sub_image(&store, a, "img/upload/p.jpg", None, None).await;
     let with_logo = |name: &str, sub: Option<&str>, logo: i64| NewBusiness {
         partner_sub_id: sub.map(str::to_string),
         logo_image_id: Some(logo),
