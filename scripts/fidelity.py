@@ -34,7 +34,7 @@ def ladders(entry):
         if f["quality"] is None:
             continue
         fmt = f["file"].split("-q")[0]
-        out.setdefault(fmt, []).append((f["quality"], f["file"], f["bytes"]))
+        out.setdefault(fmt, []).append((f["quality"], f["file"], f["bytes"], f.get("encode_ms")))
     for rungs in out.values():
         rungs.sort()
     return out
@@ -66,7 +66,7 @@ def measure(entry):
         if score(rungs[hi][1]) < target:
             equal = None
         elif score(rungs[lo][1]) >= target:
-            equal = {"quality": rungs[lo][0], "bytes": rungs[lo][2], "at_bottom": True}
+            equal = {"quality": rungs[lo][0], "bytes": rungs[lo][2], "encode_ms": rungs[lo][3], "at_bottom": True}
         else:
             # Invariant: rung lo scores below the JPEG, rung hi at or above it.
             while hi - lo > 1:
@@ -75,14 +75,16 @@ def measure(entry):
                     hi = mid
                 else:
                     lo = mid
-            (q0, f0, b0), (q1, f1, b1) = rungs[lo], rungs[hi]
+            (q0, f0, b0, ms0), (q1, f1, b1, ms1) = rungs[lo], rungs[hi]
             s0, s1 = score(f0), score(f1)
             t = (target - s0) / (s1 - s0) if s1 != s0 else 1.0
-            equal = {"quality": q0 + t * (q1 - q0), "bytes": b0 + t * (b1 - b0), "at_bottom": False}
+            millis = ms0 + t * (ms1 - ms0) if ms0 is not None and ms1 is not None else None
+            equal = {"quality": q0 + t * (q1 - q0), "bytes": b0 + t * (b1 - b0), "encode_ms": millis,
+                     "at_bottom": False}
         result["formats"][fmt] = {
             "equal": equal,
-            "rungs": [{"quality": q, "bytes": b} for q, _, b in rungs],
-            "scores": {f: scores[f] for _, f, _ in rungs if f in scores},
+            "rungs": [{"quality": q, "bytes": b, "encode_ms": ms} for q, _, b, ms in rungs],
+            "scores": {f: scores[f] for _, f, _, _ in rungs if f in scores},
         }
     return result
 
@@ -109,8 +111,9 @@ def main():
     images = sorted({r["image"] for r in results})
     print(f"{len(images)} images: {', '.join(images)}\n")
     print("Bytes at the JPEG variant's fidelity (SSIMULACRA2 against the variant's pixels before encoding), median over the images with that size:\n")
-    print("| format | size | images | JPEG score (median) | quality at equal score (median) | bytes against the JPEG (median) | not reached |")
-    print("|---|---|---|---|---|---|---|")
+    print("| format | size | images | JPEG score (median) | quality at equal score (median) | bytes against the JPEG (median) "
+          "| encode ms at equal score (median) | not reached |")
+    print("|---|---|---|---|---|---|---|---|")
     for fmt, size, rows in groups(results, formats, sizes, "formats"):
         reached = [r for r in rows if r["formats"][fmt]["equal"]]
         ratios = [r["formats"][fmt]["equal"]["bytes"] / r["jpeg"]["bytes"] for r in reached]
@@ -119,8 +122,10 @@ def main():
         quality = [r["formats"][fmt]["equal"]["quality"] for r in reached]
         median_ratio = statistics.median(ratios)
         equal_quality = f"{statistics.median(quality):.0f}" if quality else "-"
+        millis = [r["formats"][fmt]["equal"]["encode_ms"] for r in reached]
+        equal_millis = f"{statistics.median(millis):.0f}" if millis and None not in millis else "-"
         print(f"| {fmt} | {size} | {len(rows)} | {statistics.median(r['jpeg']['score'] for r in rows):.1f} | "
-              f"{equal_quality} | {fmt_ratio(median_ratio)} | {len(rows) - len(reached)} |")
+              f"{equal_quality} | {fmt_ratio(median_ratio)} | {equal_millis} | {len(rows) - len(reached)} |")
     served = sorted({fmt for r in results for fmt in r["served"]})
     if served:
         print("\nThe siblings as served, against the JPEG, median over the images:\n")

@@ -299,10 +299,10 @@ fn check_file(original: &[u8]) -> Result<(), TestCaseError> {
             prop_assert!(u64::from(info.width) * u64::from(info.height) <= LIMITS.max_pixels);
             // The decode allocates by the image: its pixels (at most 4 bytes each, twice
             // for a GIF's frame buffer) and a 1 MiB allowance, whatever the metadata; and
-            // by the file, up to twice: image-webp reads a VP8 partition whole
-            // (`read_to_end`) and copies it into words. The file is bounded by the upload
-            // limits. (CI found a lossy WebP whose partition was a megabyte of other bytes:
-            // 1,055,291 bytes against the pixels' bound alone.)
+            // by the file, up to three times: image-webp reads a VP8 partition whole
+            // (`read_to_end`, whose buffer grows by doubling) and copies it into words
+            // (memory_tests: a_lossy_webp_decode_is_bounded_by_its_pixels_and_its_file).
+            // The file is bounded by the upload limits.
             let header = sniff::read_header(bytes, &LIMITS).expect("inspected");
             let (decoded, peak) = super::tests::memory::peak(|| {
                 codec::decode(bytes, &header, &LIMITS, (header.width, header.height))
@@ -310,7 +310,7 @@ fn check_file(original: &[u8]) -> Result<(), TestCaseError> {
             prop_assert!(decoded.is_ok());
             let budget = u64::from(info.width) * u64::from(info.height) * 8
                 + (1 << 20)
-                + 2 * bytes.len() as u64;
+                + 3 * bytes.len() as u64;
             prop_assert!(peak as u64 <= budget, "decoding took {peak} bytes");
             // Whatever the source's bit depth, the variants have 8 bits a channel.
             let thumbnail = processed.variants.last().expect("five variants");
