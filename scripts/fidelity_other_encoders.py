@@ -6,8 +6,9 @@ before encoding (ref.png, the same pixels the pipeline's encoders get) with libv
 (pyvips-binary, which bundles libaom and libwebp) and adds each ladder to the manifest, so
 scripts/fidelity.py scores them the same way:
   - aom-iq: AVIF by libaom, tune=iq (libaom's tuning for still images, and libvips's
-    default), effort 4;
+    default), effort 4; aom-iq-fast the same at effort 2;
   - aom-ssim: AVIF by libaom, tune=ssim, effort 4;
+  - webp-m4: WebP by libwebp at method 4 (libwebp's default; the pipeline uses 2);
   - webp-slowest: WebP by libwebp at its slowest method (6) with sharp RGB->YUV conversion.
 Only big, large and medium are encoded (where the pipeline's own encoders save least)
 and no AVIF of big (the service makes none over AVIF_MAX_PIXELS).
@@ -33,8 +34,11 @@ QUICK_QUALITIES = {"avif": [30, 60, 90], "webp": [70, 85, 100]}
 LADDERS = {
     "aom-iq": ("avif", lambda im, q: im.heifsave_buffer(
         compression="av1", encoder="aom", Q=q, effort=4, tune="iq", keep="none")),
+    "aom-iq-fast": ("avif", lambda im, q: im.heifsave_buffer(
+        compression="av1", encoder="aom", Q=q, effort=2, tune="iq", keep="none")),
     "aom-ssim": ("avif", lambda im, q: im.heifsave_buffer(
         compression="av1", encoder="aom", Q=q, effort=4, tune="ssim", keep="none")),
+    "webp-m4": ("webp", lambda im, q: im.webpsave_buffer(Q=q, effort=4, keep="none")),
     "webp-slowest": ("webp", lambda im, q: im.webpsave_buffer(
         Q=q, effort=6, smart_subsample=True, keep="none")),
 }
