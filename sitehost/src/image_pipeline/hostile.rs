@@ -160,6 +160,15 @@ fn vp8_chunk(simple: &[u8], declare: Option<(u16, u16)>) -> Vec<u8> {
     chunk
 }
 
+/// A simple lossy `width`x`height` WebP whose VP8 chunk carries `padding` zero bytes past its
+/// partitions: the last partition runs to the chunk's end, so a decoder reads them all.
+pub fn webp_lossy_padded(width: u32, height: u32, padding: usize) -> Vec<u8> {
+    let simple = webp_lossy(width, height);
+    let mut data = vp8_chunk(&simple, None)[8..].to_vec();
+    data.resize(data.len() + padding, 0);
+    riff_webp(&[riff_chunk(b"VP8 ", &data)])
+}
+
 /// An extended WebP whose canvas is 1x1 and whose (still) image data is a VP8 bitstream
 /// declaring `width`x`height` (a real 64x48 image if that is what it declares): image-webp
 /// decodes the bitstream at its own size before comparing.

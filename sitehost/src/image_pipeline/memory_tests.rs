@@ -194,16 +194,7 @@ fn a_lossy_webp_decode_is_bounded_by_its_pixels_and_its_file() {
     // `read_to_end`, whose buffer grows by doubling, then copies it into words: outside
     // `max_alloc`, up to three times the file. The proptest's bound
     // (`checked_size_is_decoded_size_or_refused`) counts it; the upload limits bound it.
-    let simple = hostile::webp_lossy(64, 48);
-    assert_eq!(&simple[12..16], b"VP8 ");
-    let size = u32::from_le_bytes(simple[16..20].try_into().expect("4 bytes")) as usize;
-    let mut vp8 = simple[20..20 + size].to_vec();
-    vp8.resize(size + 2 * MIB, 0);
-    let mut bytes = b"RIFF".to_vec();
-    bytes.extend((4 + 8 + vp8.len() as u32).to_le_bytes());
-    bytes.extend(b"WEBPVP8 ");
-    bytes.extend((vp8.len() as u32).to_le_bytes());
-    bytes.extend(&vp8);
+    let bytes = hostile::webp_lossy_padded(64, 48, 2 * MIB);
 
     let header = sniff::read_header(&bytes, &ImageLimits::default()).expect("a WebP header");
     let (pixels, peak) = decode_peak(&bytes, header);
