@@ -416,15 +416,69 @@ fn every_cloudfront_event_file_is_a_case() {
     }
 }
 
-/// The code of the template's viewer-request CloudFront Function (`ForwardedHostFunction`).
-fn cloudfront_function_code() -> String {
+/// The code of the template's viewer-request CloudFront Function (`ForwardedHostFunction`),
+/// as CloudFormation makes it from its `!Sub` when the stack's `Production` is `production`.
+fn cloudfront_function_code_in(production: &str) -> String {
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
     let text = std::fs::read_to_string(&path).expect("template.yaml");
     let template: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
-    template["Resources"]["ForwardedHostFunction"]["Properties"]["FunctionCode"]
-        .as_str()
-        .expect("ForwardedHostFunction's FunctionCode")
-        .to_string()
+    let code = &template["Resources"]["ForwardedHostFunction"]["Properties"]["FunctionCode"];
+    let serde_yaml::Value::Tagged(sub) = code else {
+        panic!("ForwardedHostFunction's FunctionCode: !Sub");
+    };
+    assert_eq!(sub.tag, "!Sub");
+    let code = sub.value.as_str().expect("!Sub of the code");
+    // Production is the only variable it names.
+    assert_eq!(code.matches("${").count(), 1, "{code}");
+    code.replace("${Production}", production)
+}
+
+fn cloudfront_function_code() -> String {
+    cloudfront_function_code_in("false")
+}
+
+/// In production the default `*.cloudfront.net` host (whose TLS policy CloudFront fixes at
+/// TLSv1) refuses the API with a JSON 403; the custom domain passes. Outside production the
+/// cloudfront.net host is served. Run with node; skipped without it.
+#[test]
+fn in_production_the_cloudfront_net_host_refuses_the_api() {
+    let viewer = |code: String| {
+        format!(
+            "{code}\n\
+             function viewer(host) {{\n\
+               return handler({{request: {{method: 'GET', uri: '/api/v2/businesses/', \
+                 querystring: {{}}, cookies: {{}}, headers: {{host: {{value: host}}, \
+                 'cloudfront-forwarded-proto': {{value: 'https'}}}}}}}});\n\
+             }}\n\
+             console.log(JSON.stringify({{default: viewer('d111111abcdef8.cloudfront.net'), \
+               upper: viewer('D111111ABCDEF8.CLOUDFRONT.NET'), \
+               custom: viewer('api.example.com')}}));\n"
+        )
+    };
+    let Some(production) = crate::support::node::run_json(&viewer(cloudfront_function_code_in("true")))
+    else {
+        return;
+    };
+    for case in ["default", "upper"] {
+        let refused = &production[case];
+        assert_eq!(refused["statusCode"], 403, "{case}: {refused}");
+        let body: Value =
+            serde_json::from_str(refused["body"]["data"].as_str().expect("a text body"))
+                .expect("a JSON body");
+        assert!(
+            body["error"].as_str().is_some_and(|m| m.contains("custom domain")),
+            "{body}"
+        );
+    }
+    let passed = &production["custom"];
+    assert!(passed.get("statusCode").is_none(), "{passed}");
+    assert_eq!(passed["headers"]["x-forwarded-host"]["value"], "api.example.com");
+
+    let trial = crate::support::node::run_json(&viewer(cloudfront_function_code_in("false")))
+        .expect("node ran once already");
+    for case in ["default", "custom"] {
+        assert!(trial[case].get("statusCode").is_none(), "{case}: {}", trial[case]);
+    }
 }
 
 /// The CloudFront Function fails closed: only a request whose `CloudFront-Forwarded-Proto`

@@ -238,8 +238,61 @@ fn cloudfront_has_a_5xx_rate_alarm_in_us_east_1_only() {
     assert_eq!(cloudfront[0]["Properties"]["Threshold"].as_f64(), Some(5.0));
 }
 
-/// The alarms are the API's 5xx rate, every function's errors and throttles, the table's
-/// throttles and system errors, and CloudFront's 5xx rate.
+/// The 4xx rates, of the API and at CloudFront: the outages we can cause ourselves (a
+/// rejected origin secret, a lost forwarded host or protocol) answer 4xx to every partner.
+/// The baseline: partners' own 4xx are a small share of their requests, so each alarm
+/// fires only past half of at least 50 requests, three 5-minute periods in a row.
+#[test]
+fn the_api_and_cloudfront_4xx_rates_are_watched_above_partners_ordinary_4xx() {
+    let template = template();
+    let alarms = alarms(&template);
+    for (id, metric, namespace) in [
+        ("ApiClientErrorRateAlarm", "4xx", "AWS/ApiGateway"),
+        ("CloudFront4xxRateAlarm", "4xxErrorRate", "AWS/CloudFront"),
+    ] {
+        let alarm = alarms.get(id).unwrap_or_else(|| panic!("{id}"));
+        let props = &alarm["Properties"];
+        let queries = props["Metrics"].as_sequence().expect("Metrics");
+        let metrics: BTreeSet<(String, String)> = queries
+            .iter()
+            .filter_map(|q| q.get("MetricStat"))
+            .map(|stat| {
+                (
+                    str_of(&stat["Metric"]["Namespace"], "Namespace").to_string(),
+                    str_of(&stat["Metric"]["MetricName"], "MetricName").to_string(),
+                )
+            })
+            .collect();
+        let requests = if namespace == "AWS/ApiGateway" { "Count" } else { "Requests" };
+        assert_eq!(
+            metrics,
+            BTreeSet::from([
+                (namespace.to_string(), metric.to_string()),
+                (namespace.to_string(), requests.to_string()),
+            ]),
+            "{id}"
+        );
+        let returned: Vec<&Value> = queries
+            .iter()
+            .filter(|q| q["ReturnData"].as_bool() == Some(true))
+            .collect();
+        assert_eq!(returned.len(), 1, "{id}");
+        let expression = str_of(&returned[0]["Expression"], "Expression");
+        assert!(expression.starts_with("IF(requests >= 50, "), "{id}: {expression}");
+        assert_eq!(props["Threshold"].as_f64(), Some(50.0), "{id}");
+        assert_eq!(props["EvaluationPeriods"].as_u64(), Some(3), "{id}");
+        assert_eq!(props["DatapointsToAlarm"].as_u64(), Some(3), "{id}");
+        assert_eq!(props["TreatMissingData"].as_str(), Some("notBreaching"));
+    }
+    // CloudFront's metrics are in us-east-1 only, as for its 5xx alarm.
+    assert_eq!(
+        alarms["CloudFront4xxRateAlarm"]["Condition"].as_str(),
+        Some("CloudFrontMetricsHere")
+    );
+}
+
+/// The alarms are the API's 5xx and 4xx rates, every function's errors and throttles, the
+/// table's throttles and system errors, and CloudFront's 5xx and 4xx rates.
 #[test]
 fn there_is_no_other_alarm() {
     let template = template();
@@ -247,7 +300,7 @@ fn there_is_no_other_alarm() {
     let functions = functions(&template);
     assert_eq!(
         alarms.len(),
-        1 + 2 * functions.len() + 2 + 1,
+        2 + 2 * functions.len() + 2 + 2,
         "an alarm this test does not know: {:?}",
         alarms.keys()
     );

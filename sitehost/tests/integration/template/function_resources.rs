@@ -1,5 +1,6 @@
 //! Every function's CodeUri is a workspace member whose package and binary carry its name,
-//! and image-upload and the sibling function have reserved concurrency.
+//! image-upload and the sibling function have reserved concurrency, and every list function
+//! is sized for a page of 1,000 objects.
 
 use std::collections::BTreeSet;
 
@@ -217,6 +218,44 @@ fn image_upload_and_sibling_making_have_reserved_concurrency() {
         assert_eq!(
             tagged(&branches[2], "Ref").and_then(Value::as_str),
             Some("AWS::NoValue")
+        );
+    }
+}
+
+/// Every list answers up to 1,000 objects a page (batched reads and a few MB of JSON): each
+/// list function has the memory (CPU) and time of the others, 1024 MB and 15 s
+/// (docs/deploy.md, "Sizing").
+#[test]
+fn every_list_function_is_sized_for_a_page_of_1000_objects() {
+    let template = template();
+    let lists: Vec<_> = functions(&template)
+        .into_iter()
+        .filter(|f| f.dir.ends_with("-list"))
+        .collect();
+    let dirs: BTreeSet<&str> = lists.iter().map(|f| f.dir.as_str()).collect();
+    assert_eq!(
+        dirs,
+        BTreeSet::from([
+            "business-list",
+            "image-list",
+            "location-list",
+            "post-list",
+            "site-list"
+        ])
+    );
+    for function in lists {
+        let properties = function.properties();
+        assert_eq!(
+            properties["MemorySize"].as_u64(),
+            Some(1024),
+            "{}",
+            function.logical_id
+        );
+        assert_eq!(
+            properties["Timeout"].as_u64(),
+            Some(15),
+            "{}",
+            function.logical_id
         );
     }
 }

@@ -1,7 +1,8 @@
 //! Each function's IAM policy allows exactly the DynamoDB calls and partition keys it uses
 //! (read-only functions write only nonces and budgets; only the CLI reads the key listing),
 //! and S3 writes only under `img/upload/` (puts by image-upload, deletes by it and
-//! image-delete).
+//! image-delete); each writes only its own log group, and uses the table's key only through
+//! DynamoDB.
 
 use std::collections::BTreeSet;
 
@@ -343,6 +344,10 @@ fn table_grants(function: &Function) -> BTreeSet<(String, String)> {
     for statement in function.statements() {
         let sid = statement["Sid"].as_str().unwrap_or("?");
         let what = format!("{}: {sid}", function.logical_id);
+        if statement["Effect"].as_str() == Some("Deny") {
+            // The log groups' (each_function_writes_only_its_own_log_group).
+            continue;
+        }
         assert_eq!(statement["Effect"].as_str(), Some("Allow"), "{what}");
         let actions = actions(statement);
         if !actions.iter().any(|a| a.starts_with("dynamodb:")) {
@@ -552,5 +557,108 @@ fn only_the_image_functions_touch_the_bucket_and_only_its_upload_prefix() {
                 "image-sibling: {action} on {pattern}"
             );
         }
+    }
+}
+
+/// SAM gives every function's role AWSLambdaBasicExecutionRole, which may write to every log
+/// group of the account: each function's one Deny statement takes back all but its own (the
+/// group its LoggingConfig names), so a function parsing hostile input cannot write lines
+/// into another's request log, the audit trail and the alarms' metrics.
+#[test]
+fn each_function_writes_only_its_own_log_group() {
+    let template = template();
+    for function in functions(&template) {
+        let id = &function.logical_id;
+        let group = tagged(&function.properties()["LoggingConfig"]["LogGroup"], "Ref")
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("{id}: LoggingConfig.LogGroup: !Ref"));
+        let denies: Vec<&Value> = function
+            .statements()
+            .into_iter()
+            .filter(|s| s["Effect"].as_str() == Some("Deny"))
+            .collect();
+        assert_eq!(denies.len(), 1, "{id}: one Deny statement");
+        let deny = denies[0];
+        let actions: BTreeSet<String> = actions(deny).into_iter().collect();
+        let expected: BTreeSet<String> =
+            ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"]
+                .map(String::from)
+                .into();
+        assert_eq!(actions, expected, "{id}");
+        assert!(deny.get("Resource").is_none(), "{id}: NotResource, not Resource");
+        // Everything but its own group: its ARN with `:*` (its streams) and without.
+        let not_resource = deny["NotResource"].as_sequence().expect("NotResource: [...]");
+        assert_eq!(not_resource.len(), 2, "{id}");
+        assert_eq!(
+            tagged(&not_resource[0], "GetAtt").and_then(Value::as_str),
+            Some(format!("{group}.Arn").as_str()),
+            "{id}"
+        );
+        assert_eq!(
+            tagged(&not_resource[1], "Sub").and_then(Value::as_str),
+            Some(
+                format!(
+                    "arn:${{AWS::Partition}}:logs:${{AWS::Region}}:${{AWS::AccountId}}:log-group:${{{group}}}"
+                )
+                .as_str()
+            ),
+            "{id}"
+        );
+        // Any other statement naming logs would allow back what the Deny cannot take.
+        for statement in function.statements() {
+            if statement["Effect"].as_str() == Some("Allow") {
+                assert!(
+                    actions_of_service(statement, "logs:").is_empty(),
+                    "{id}: an Allow of logs actions"
+                );
+            }
+        }
+    }
+}
+
+fn actions_of_service(statement: &Value, prefix: &str) -> Vec<String> {
+    actions(statement)
+        .into_iter()
+        .filter(|a| a.starts_with(prefix))
+        .collect()
+}
+
+/// The table's key (posture.rs holds its policy): a function that touches the table may
+/// use it through DynamoDB only; one that does not, not at all.
+#[test]
+fn functions_use_the_table_key_through_dynamodb_only() {
+    let template = template();
+    for function in functions(&template) {
+        let id = &function.logical_id;
+        let kms: Vec<&Value> = function
+            .statements()
+            .into_iter()
+            .filter(|s| !actions_of_service(s, "kms:").is_empty())
+            .collect();
+        if FRONTEND_FUNCTIONS.contains(&function.dir.as_str()) {
+            assert!(kms.is_empty(), "{id}: no table, no key");
+            continue;
+        }
+        assert_eq!(kms.len(), 1, "{id}: one statement for the table's key");
+        let statement = kms[0];
+        assert_eq!(statement["Effect"].as_str(), Some("Allow"));
+        let mut actions = actions(statement);
+        actions.sort();
+        assert_eq!(
+            actions,
+            ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey"],
+            "{id}"
+        );
+        assert_eq!(
+            tagged(&statement["Resource"], "GetAtt").and_then(Value::as_str),
+            Some("RecordsTableKey.Arn"),
+            "{id}"
+        );
+        assert_eq!(
+            tagged(&statement["Condition"]["StringEquals"]["kms:ViaService"], "Sub")
+                .and_then(Value::as_str),
+            Some("dynamodb.${AWS::Region}.amazonaws.com"),
+            "{id}"
+        );
     }
 }

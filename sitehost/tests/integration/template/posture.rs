@@ -2,8 +2,11 @@
 //! - the records table has point-in-time recovery (docs/operations.md restores it);
 //! - the files bucket is versioned; noncurrent versions expire after a parameter's days (at
 //!   least the table's 35 days of point-in-time recovery) and expired delete markers go;
-//! - a stack marked production is refused without a custom domain and certificate, and
-//!   without an alarm e-mail or topic (template `Rules`);
+//! - a stack marked production is refused without a custom domain and certificate, without
+//!   an alarm e-mail or topic, without a web ACL, outside us-east-1, with logs kept less
+//!   than a year, and without a key administrator (template `Rules`);
+//! - the records table is encrypted with the stack's own key, for its functions and an
+//!   administrator only;
 //! - both response header policies send Strict-Transport-Security;
 //! - every log group is kept when the stack is deleted, its retention a parameter of 365
 //!   days by default; CloudFront and the files bucket log to a private, TLS-only, expiring
@@ -345,11 +348,120 @@ fn every_suppression_gives_its_reason() {
     }
 }
 
+/// The HTTP API's own address is no output: partners and operators use the frontend host,
+/// and the address only serves someone going around the edge (docs/deploy.md, "The origin").
 #[test]
-fn the_api_url_output_claims_no_signing_host() {
+fn no_output_gives_the_api_s_own_address() {
     let template = template();
-    let description = template["Outputs"]["ApiUrl"]["Description"]
-        .as_str()
-        .expect("ApiUrl.Description");
-    assert!(!description.contains("signed against"), "{description}");
+    let outputs = serde_yaml::to_string(&template["Outputs"]).expect("Outputs");
+    assert!(!outputs.contains("execute-api"), "{outputs}");
+    assert!(template["Outputs"].get("ApiUrl").is_none());
+}
+
+/// A production stack also needs a web ACL, us-east-1 (its edge pieces are this stack's),
+/// logs kept a year, and a named administrator of the records table's key.
+#[test]
+fn a_production_stack_needs_a_web_acl_us_east_1_a_year_of_logs_and_a_key_admin() {
+    let template = template();
+    let waf = production_assertion(&template, "ProductionNeedsWebAcl");
+    let any = tagged(waf, "Or").expect("!Or [...]").as_sequence().expect("list");
+    let (rate, zero) = not_equals(&any[0]);
+    assert_eq!((rate.as_str(), zero.as_str()), ("WafRateLimitPerIp", Some("0")));
+    let (arn, empty) = not_equals(&any[1]);
+    assert_eq!((arn.as_str(), empty.as_str()), ("WebAclArn", Some("")));
+
+    let region = production_assertion(&template, "ProductionNeedsUsEast1");
+    let equals = tagged(region, "Equals").expect("!Equals").as_sequence().expect("list");
+    assert_eq!(refs(&equals[0]), Some("AWS::Region"));
+    assert_eq!(equals[1].as_str(), Some("us-east-1"));
+
+    // Every retention value it allows is a year or more, and it allows every such value
+    // of the parameter.
+    let logs = production_assertion(&template, "ProductionKeepsLogsAYear");
+    let contains = tagged(logs, "Contains").expect("!Contains").as_sequence().expect("list");
+    assert_eq!(refs(&contains[1]), Some("LogRetentionDays"));
+    let allowed_in_production: Vec<u64> = contains[0]
+        .as_sequence()
+        .expect("the values")
+        .iter()
+        .map(|v| v.as_str().and_then(|v| v.parse().ok()).expect("a number as a string"))
+        .collect();
+    let year_or_more: Vec<u64> = template["Parameters"]["LogRetentionDays"]["AllowedValues"]
+        .as_sequence()
+        .expect("AllowedValues")
+        .iter()
+        .filter_map(Value::as_u64)
+        .filter(|days| *days >= 365)
+        .collect();
+    assert_eq!(allowed_in_production, year_or_more);
+
+    let admin = production_assertion(&template, "ProductionNeedsKeyAdmin");
+    let (name, empty) = not_equals(admin);
+    assert_eq!((name.as_str(), empty.as_str()), ("KeyAdminArn", Some("")));
+}
+
+/// The records table (partners' OAuth secrets among its items) is encrypted with the
+/// stack's own key, whose policy names only the key administrator and the functions' roles
+/// (by the IAM path every function's role has), and only through DynamoDB.
+#[test]
+fn the_records_table_has_its_own_key_for_the_functions_and_an_admin_only() {
+    let template = template();
+    let resources = &template["Resources"];
+    let sse = &resources["RecordsTable"]["Properties"]["SSESpecification"];
+    assert_eq!(sse["SSEEnabled"].as_bool(), Some(true));
+    assert_eq!(sse["SSEType"].as_str(), Some("KMS"));
+    assert_eq!(
+        tagged(&sse["KMSMasterKeyId"], "GetAtt").and_then(Value::as_str),
+        Some("RecordsTableKey.Arn")
+    );
+    let key = &resources["RecordsTableKey"];
+    assert_eq!(key["Type"].as_str(), Some("AWS::KMS::Key"));
+    assert_eq!(key["DeletionPolicy"].as_str(), Some("Retain"), "kept with the table");
+    assert_eq!(key["Properties"]["EnableKeyRotation"].as_bool(), Some(true));
+    let role_path = tagged(&template["Globals"]["Function"]["RolePath"], "Sub")
+        .and_then(Value::as_str)
+        .expect("Globals.Function.RolePath: !Sub");
+    assert_eq!(role_path, "/sitehost/${AWS::StackName}/");
+    let via_dynamodb = "dynamodb.${AWS::Region}.amazonaws.com";
+    let admin = "!If HasKeyAdmin";
+    for statement in key["Properties"]["KeyPolicy"]["Statement"]
+        .as_sequence()
+        .expect("Statement")
+    {
+        let sid = statement["Sid"].as_str().expect("Sid");
+        if sid == "GrantsForAwsResourcesOnly" {
+            // The one Deny: grants (CreateGrant) only for an AWS resource, the table.
+            assert_eq!(statement["Effect"].as_str(), Some("Deny"));
+            assert_eq!(statement["Action"].as_str(), Some("kms:CreateGrant"));
+            continue;
+        }
+        assert_eq!(statement["Effect"].as_str(), Some("Allow"), "{sid}");
+        let principal = &statement["Principal"]["AWS"];
+        let via = tagged(&statement["Condition"]["StringEquals"]["kms:ViaService"], "Sub")
+            .and_then(Value::as_str);
+        if let Some(choice) = tagged(principal, "If").and_then(Value::as_sequence) {
+            // KeyAdminArn, or the account's IAM policies when none is given (trial stacks).
+            assert_eq!(choice[0].as_str(), Some("HasKeyAdmin"), "{sid}");
+            assert_eq!(refs(&choice[1]), Some("KeyAdminArn"), "{sid}: {admin}");
+            if sid != "Administer" {
+                assert_eq!(via, Some(via_dynamodb), "{sid}: through DynamoDB only");
+            }
+        } else {
+            // The account, narrowed to the functions' roles by their path.
+            assert_eq!(sid, "FunctionsUseItThroughDynamoDB");
+            assert_eq!(via, Some(via_dynamodb), "{sid}");
+            let path = tagged(&statement["Condition"]["ArnLike"]["aws:PrincipalArn"], "Sub")
+                .and_then(Value::as_str)
+                .expect("aws:PrincipalArn: !Sub");
+            assert_eq!(
+                path,
+                format!("arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:role{role_path}*")
+            );
+            let actions = format!("{:?}", statement["Action"]);
+            assert!(!actions.contains("CreateGrant") && !actions.contains("Put"), "{actions}");
+        }
+    }
+    // No suppression of the customer-key rules is left.
+    let table = serde_yaml::to_string(&resources["RecordsTable"]).expect("table");
+    assert!(!table.contains("CKV_AWS_119") && !table.contains("dynamodb_table_encrypted_kms_check"));
 }

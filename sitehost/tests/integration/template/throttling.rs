@@ -33,12 +33,13 @@ const THROTTLES: &[(&str, u64, &str, u64)] = &[
         "WriteThrottlingBurstLimit",
         3000,
     ),
-    // ImageUploadReservedConcurrency (10) / about 2 s per upload; burst: the concurrency.
+    // ImageUploadReservedConcurrency (10) / about 2 s per upload / 2 spellings of the
+    // route; burst: half the concurrency (each spelling has one).
     (
         "UploadThrottlingRateLimit",
-        5,
+        2,
         "UploadThrottlingBurstLimit",
-        10,
+        5,
     ),
 ];
 
@@ -133,12 +134,23 @@ fn throttle_parameters_are_sized_from_capacity() {
     // Uploads: no more per second than image-upload's reserved concurrency finishes, and
     // no bigger burst than it can start, so the excess is API Gateway's 429 and not a
     // throttled Lambda's 500.
+    // API Gateway throttles each route key apart: every spelling of image-upload's route
+    // has the group's limits, and all of them together must fit the reservation.
     let concurrency = parameter_default(&template, "ImageUploadReservedConcurrency");
+    let upload = api_functions(&template)
+        .into_iter()
+        .find(|f| f.dir == "image-upload")
+        .expect("image-upload");
+    let spellings = upload.all_routes().len() as u64;
+    assert_eq!(spellings, 2, "POST /api/v2/images/ and POST /api/v2/images");
     assert!(
-        parameter_default(&template, "UploadThrottlingRateLimit") * SECONDS_PER_UPLOAD
+        spellings * parameter_default(&template, "UploadThrottlingRateLimit") * SECONDS_PER_UPLOAD
             <= concurrency
     );
-    assert!(parameter_default(&template, "UploadThrottlingBurstLimit") <= concurrency);
+    assert!(
+        spellings * parameter_default(&template, "UploadThrottlingBurstLimit") <= concurrency,
+        "a burst on every spelling at once starts no more uploads than image-upload may run"
+    );
 }
 
 #[test]
