@@ -455,7 +455,8 @@ fn in_production_the_cloudfront_net_host_refuses_the_api() {
                custom: viewer('api.example.com')}}));\n"
         )
     };
-    let Some(production) = crate::support::node::run_json(&viewer(cloudfront_function_code_in("true")))
+    let Some(production) =
+        crate::support::node::run_json(&viewer(cloudfront_function_code_in("true")))
     else {
         return;
     };
@@ -466,18 +467,27 @@ fn in_production_the_cloudfront_net_host_refuses_the_api() {
             serde_json::from_str(refused["body"]["data"].as_str().expect("a text body"))
                 .expect("a JSON body");
         assert!(
-            body["error"].as_str().is_some_and(|m| m.contains("custom domain")),
+            body["error"]
+                .as_str()
+                .is_some_and(|m| m.contains("custom domain")),
             "{body}"
         );
     }
     let passed = &production["custom"];
     assert!(passed.get("statusCode").is_none(), "{passed}");
-    assert_eq!(passed["headers"]["x-forwarded-host"]["value"], "api.example.com");
+    assert_eq!(
+        passed["headers"]["x-forwarded-host"]["value"],
+        "api.example.com"
+    );
 
     let trial = crate::support::node::run_json(&viewer(cloudfront_function_code_in("false")))
         .expect("node ran once already");
     for case in ["default", "custom"] {
-        assert!(trial[case].get("statusCode").is_none(), "{case}: {}", trial[case]);
+        assert!(
+            trial[case].get("statusCode").is_none(),
+            "{case}: {}",
+            trial[case]
+        );
     }
 }
 

@@ -263,7 +263,11 @@ fn the_api_and_cloudfront_4xx_rates_are_watched_above_partners_ordinary_4xx() {
                 )
             })
             .collect();
-        let requests = if namespace == "AWS/ApiGateway" { "Count" } else { "Requests" };
+        let requests = if namespace == "AWS/ApiGateway" {
+            "Count"
+        } else {
+            "Requests"
+        };
         assert_eq!(
             metrics,
             BTreeSet::from([
@@ -278,7 +282,10 @@ fn the_api_and_cloudfront_4xx_rates_are_watched_above_partners_ordinary_4xx() {
             .collect();
         assert_eq!(returned.len(), 1, "{id}");
         let expression = str_of(&returned[0]["Expression"], "Expression");
-        assert!(expression.starts_with("IF(requests >= 50, "), "{id}: {expression}");
+        assert!(
+            expression.starts_with("IF(requests >= 50, "),
+            "{id}: {expression}"
+        );
         assert_eq!(props["Threshold"].as_f64(), Some(50.0), "{id}");
         assert_eq!(props["EvaluationPeriods"].as_u64(), Some(3), "{id}");
         assert_eq!(props["DatapointsToAlarm"].as_u64(), Some(3), "{id}");

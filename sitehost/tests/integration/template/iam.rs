@@ -580,14 +580,22 @@ fn each_function_writes_only_its_own_log_group() {
         assert_eq!(denies.len(), 1, "{id}: one Deny statement");
         let deny = denies[0];
         let actions: BTreeSet<String> = actions(deny).into_iter().collect();
-        let expected: BTreeSet<String> =
-            ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"]
-                .map(String::from)
-                .into();
+        let expected: BTreeSet<String> = [
+            "logs:CreateLogGroup",
+            "logs:CreateLogStream",
+            "logs:PutLogEvents",
+        ]
+        .map(String::from)
+        .into();
         assert_eq!(actions, expected, "{id}");
-        assert!(deny.get("Resource").is_none(), "{id}: NotResource, not Resource");
+        assert!(
+            deny.get("Resource").is_none(),
+            "{id}: NotResource, not Resource"
+        );
         // Everything but its own group: its ARN with `:*` (its streams) and without.
-        let not_resource = deny["NotResource"].as_sequence().expect("NotResource: [...]");
+        let not_resource = deny["NotResource"]
+            .as_sequence()
+            .expect("NotResource: [...]");
         assert_eq!(not_resource.len(), 2, "{id}");
         assert_eq!(
             tagged(&not_resource[0], "GetAtt").and_then(Value::as_str),
@@ -646,7 +654,12 @@ fn functions_use_the_table_key_through_dynamodb_only() {
         actions.sort();
         assert_eq!(
             actions,
-            ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey"],
+            [
+                "kms:Decrypt",
+                "kms:DescribeKey",
+                "kms:Encrypt",
+                "kms:GenerateDataKey"
+            ],
             "{id}"
         );
         assert_eq!(
@@ -655,8 +668,11 @@ fn functions_use_the_table_key_through_dynamodb_only() {
             "{id}"
         );
         assert_eq!(
-            tagged(&statement["Condition"]["StringEquals"]["kms:ViaService"], "Sub")
-                .and_then(Value::as_str),
+            tagged(
+                &statement["Condition"]["StringEquals"]["kms:ViaService"],
+                "Sub"
+            )
+            .and_then(Value::as_str),
             Some("dynamodb.${AWS::Region}.amazonaws.com"),
             "{id}"
         );

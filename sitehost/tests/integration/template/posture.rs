@@ -364,27 +364,43 @@ fn no_output_gives_the_api_s_own_address() {
 fn a_production_stack_needs_a_web_acl_us_east_1_a_year_of_logs_and_a_key_admin() {
     let template = template();
     let waf = production_assertion(&template, "ProductionNeedsWebAcl");
-    let any = tagged(waf, "Or").expect("!Or [...]").as_sequence().expect("list");
+    let any = tagged(waf, "Or")
+        .expect("!Or [...]")
+        .as_sequence()
+        .expect("list");
     let (rate, zero) = not_equals(&any[0]);
-    assert_eq!((rate.as_str(), zero.as_str()), ("WafRateLimitPerIp", Some("0")));
+    assert_eq!(
+        (rate.as_str(), zero.as_str()),
+        ("WafRateLimitPerIp", Some("0"))
+    );
     let (arn, empty) = not_equals(&any[1]);
     assert_eq!((arn.as_str(), empty.as_str()), ("WebAclArn", Some("")));
 
     let region = production_assertion(&template, "ProductionNeedsUsEast1");
-    let equals = tagged(region, "Equals").expect("!Equals").as_sequence().expect("list");
+    let equals = tagged(region, "Equals")
+        .expect("!Equals")
+        .as_sequence()
+        .expect("list");
     assert_eq!(refs(&equals[0]), Some("AWS::Region"));
     assert_eq!(equals[1].as_str(), Some("us-east-1"));
 
     // Every retention value it allows is a year or more, and it allows every such value
     // of the parameter.
     let logs = production_assertion(&template, "ProductionKeepsLogsAYear");
-    let contains = tagged(logs, "Contains").expect("!Contains").as_sequence().expect("list");
+    let contains = tagged(logs, "Contains")
+        .expect("!Contains")
+        .as_sequence()
+        .expect("list");
     assert_eq!(refs(&contains[1]), Some("LogRetentionDays"));
     let allowed_in_production: Vec<u64> = contains[0]
         .as_sequence()
         .expect("the values")
         .iter()
-        .map(|v| v.as_str().and_then(|v| v.parse().ok()).expect("a number as a string"))
+        .map(|v| {
+            v.as_str()
+                .and_then(|v| v.parse().ok())
+                .expect("a number as a string")
+        })
         .collect();
     let year_or_more: Vec<u64> = template["Parameters"]["LogRetentionDays"]["AllowedValues"]
         .as_sequence()
@@ -416,7 +432,11 @@ fn the_records_table_has_its_own_key_for_the_functions_and_an_admin_only() {
     );
     let key = &resources["RecordsTableKey"];
     assert_eq!(key["Type"].as_str(), Some("AWS::KMS::Key"));
-    assert_eq!(key["DeletionPolicy"].as_str(), Some("Retain"), "kept with the table");
+    assert_eq!(
+        key["DeletionPolicy"].as_str(),
+        Some("Retain"),
+        "kept with the table"
+    );
     assert_eq!(key["Properties"]["EnableKeyRotation"].as_bool(), Some(true));
     let role_path = tagged(&template["Globals"]["Function"]["RolePath"], "Sub")
         .and_then(Value::as_str)
@@ -437,8 +457,11 @@ fn the_records_table_has_its_own_key_for_the_functions_and_an_admin_only() {
         }
         assert_eq!(statement["Effect"].as_str(), Some("Allow"), "{sid}");
         let principal = &statement["Principal"]["AWS"];
-        let via = tagged(&statement["Condition"]["StringEquals"]["kms:ViaService"], "Sub")
-            .and_then(Value::as_str);
+        let via = tagged(
+            &statement["Condition"]["StringEquals"]["kms:ViaService"],
+            "Sub",
+        )
+        .and_then(Value::as_str);
         if let Some(choice) = tagged(principal, "If").and_then(Value::as_sequence) {
             // KeyAdminArn, or the account's IAM policies when none is given (trial stacks).
             assert_eq!(choice[0].as_str(), Some("HasKeyAdmin"), "{sid}");
@@ -450,18 +473,26 @@ fn the_records_table_has_its_own_key_for_the_functions_and_an_admin_only() {
             // The account, narrowed to the functions' roles by their path.
             assert_eq!(sid, "FunctionsUseItThroughDynamoDB");
             assert_eq!(via, Some(via_dynamodb), "{sid}");
-            let path = tagged(&statement["Condition"]["ArnLike"]["aws:PrincipalArn"], "Sub")
-                .and_then(Value::as_str)
-                .expect("aws:PrincipalArn: !Sub");
+            let path = tagged(
+                &statement["Condition"]["ArnLike"]["aws:PrincipalArn"],
+                "Sub",
+            )
+            .and_then(Value::as_str)
+            .expect("aws:PrincipalArn: !Sub");
             assert_eq!(
                 path,
                 format!("arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:role{role_path}*")
             );
             let actions = format!("{:?}", statement["Action"]);
-            assert!(!actions.contains("CreateGrant") && !actions.contains("Put"), "{actions}");
+            assert!(
+                !actions.contains("CreateGrant") && !actions.contains("Put"),
+                "{actions}"
+            );
         }
     }
     // No suppression of the customer-key rules is left.
     let table = serde_yaml::to_string(&resources["RecordsTable"]).expect("table");
-    assert!(!table.contains("CKV_AWS_119") && !table.contains("dynamodb_table_encrypted_kms_check"));
+    assert!(
+        !table.contains("CKV_AWS_119") && !table.contains("dynamodb_table_encrypted_kms_check")
+    );
 }
