@@ -1,7 +1,7 @@
 //! Sites and posts: round trips, one active site per address (also under a burst),
 //! filters with exact counts, title order, tenancy, and a site's posts newest first.
 
-use sitehost::domain::post::{NewPost, PostPatch, PostQuery};
+use sitehost::domain::post::{NewPost, PostPatch, PostQuery, PAGE_STORED_BYTES};
 use sitehost::domain::site::{
     Address, NewSite, Site, SiteFilter, SiteKeyFilter, SiteOrder, SitePatch, SiteQuery,
 };
@@ -10,7 +10,7 @@ use sitehost::ApiError;
 
 use super::fixtures::{account, DAY1, DAY2};
 
-fn address(subdomain: &str, base_directory: &str) -> Address {
+pub(super) fn address(subdomain: &str, base_directory: &str) -> Address {
     Address {
         domain: "example.com".into(),
         subdomain: subdomain.into(),
@@ -18,7 +18,7 @@ fn address(subdomain: &str, base_directory: &str) -> Address {
     }
 }
 
-fn new_site(title: &str, at: Address) -> NewSite {
+pub(super) fn new_site(title: &str, at: Address) -> NewSite {
     NewSite {
         business_id: 10,
         user_id: 7,
@@ -358,6 +358,7 @@ pub async fn posts_are_stored_and_listed_newest_first(store: SharedStore) {
         site_id: 5,
         limit: 2,
         offset: 0,
+        max_bytes: PAGE_STORED_BYTES,
     };
     let page = store.list_posts(a, &query).await.expect("list");
     let ids: Vec<i64> = page.items.iter().map(|p| p.id).collect();

@@ -268,6 +268,7 @@ const SITE_DETAIL: Grants = &[
 ];
 const SITE_CREATE: Grants = &[
     ("dynamodb:UpdateItem", "SEQ#site"),
+    ("dynamodb:UpdateItem", "SITEHOST#*"),
     ("dynamodb:PutItem", "SITE#*"),
     ("dynamodb:PutItem", "SITEADDR#*"),
     ("dynamodb:PutItem", "A#*#S#*"),
@@ -286,6 +287,7 @@ const SITE_WRITE: Grants = &[
     ("dynamodb:DeleteItem", "SITEADDR#*"),
     ("dynamodb:DeleteItem", "A#*#S#*"),
     ("dynamodb:DeleteItem", "H#*"),
+    ("dynamodb:UpdateItem", "SITEHOST#*"),
     ("dynamodb:UpdateItem", "A#*#SC#*"),
     ("dynamodb:UpdateItem", "H#*"),
 ];
@@ -298,6 +300,7 @@ const SITE_DISABLE: Grants = &[
     ("dynamodb:DeleteItem", "SITEADDR#*"),
     ("dynamodb:DeleteItem", "A#*#S#*"),
     ("dynamodb:DeleteItem", "H#*"),
+    ("dynamodb:UpdateItem", "SITEHOST#*"),
     ("dynamodb:UpdateItem", "A#*#SC#*"),
     ("dynamodb:UpdateItem", "H#*"),
 ];
