@@ -332,7 +332,11 @@ mod tests {
         for control in ["\u{1}", "a\u{0}b", "\u{1b}[0m", "\u{7f}", "\u{85}"] {
             let body = object(json!({"site_id": 1, "title": "T", "content": control}));
             assert_eq!(named(NewPost::from_json(&body)), ["content"], "{control:?}");
-            assert_eq!(named(PostPatch::from_json(&body, 1, 1)), ["content"], "{control:?}");
+            assert_eq!(
+                named(PostPatch::from_json(&body, 1, 1)),
+                ["content"],
+                "{control:?}"
+            );
         }
         let prose = object(json!({"site_id": 1, "title": "T", "content": "a\tb\r\nc é"}));
         assert!(NewPost::from_json(&prose).is_ok());

@@ -212,7 +212,10 @@ mod tests {
     /// control characters before content refused them (seven bytes each).
     #[test]
     fn page_bytes() {
-        let worst = post_of(&"\"".repeat(MAX_TITLE_CHARS), &"\"".repeat(MAX_CONTENT_BYTES));
+        let worst = post_of(
+            &"\"".repeat(MAX_TITLE_CHARS),
+            &"\"".repeat(MAX_CONTENT_BYTES),
+        );
         let bytes = response_bytes(&worst);
         assert!((400_000..402_000).contains(&bytes), "{bytes}");
         let page = within_page_bytes(vec![worst; 1000]);
@@ -225,7 +228,13 @@ mod tests {
             limit: 1000,
             offset: 0,
         };
-        let cut = envelope("/api/v2/posts/", &[], paging, 1000, vec![post_of("T", &"\"".repeat(MAX_CONTENT_BYTES)); 1000]);
+        let cut = envelope(
+            "/api/v2/posts/",
+            &[],
+            paging,
+            1000,
+            vec![post_of("T", &"\"".repeat(MAX_CONTENT_BYTES)); 1000],
+        );
         let shown = cut["objects"].as_array().map_or(0, Vec::len);
         assert_eq!(
             cut["meta"]["next"],

@@ -411,7 +411,10 @@ mod tests {
         let strings = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let www = site(7, "www", true);
         let created = HoldingChange::between(None, &www);
-        assert_eq!(created.hosts_taken, strings(&["www.example.com", "example.com"]));
+        assert_eq!(
+            created.hosts_taken,
+            strings(&["www.example.com", "example.com"])
+        );
         assert_eq!(created.path_taken.as_deref(), Some("example.com/"));
         assert_eq!(created.len(), 3);
         let mut blog = www.clone();
@@ -423,7 +426,10 @@ mod tests {
         shop.address.subdomain = "shop".into();
         let elsewhere = HoldingChange::between(Some(&www), &shop);
         assert_eq!(elsewhere.hosts_taken, strings(&["shop.example.com"]));
-        assert_eq!(elsewhere.hosts_released, strings(&["www.example.com", "example.com"]));
+        assert_eq!(
+            elsewhere.hosts_released,
+            strings(&["www.example.com", "example.com"])
+        );
         let mut retitled = www.clone();
         retitled.title = "Other".into();
         assert!(HoldingChange::between(Some(&www), &retitled).is_empty());
@@ -440,7 +446,11 @@ mod tests {
         );
         let mut plain = typical.clone();
         plain.published = false;
-        assert_eq!(site_write_units(Some(&typical), &plain), 2, "the record alone");
+        assert_eq!(
+            site_write_units(Some(&typical), &plain),
+            2,
+            "the record alone"
+        );
         let mut largest = typical.clone();
         largest.title = "\u{10348}".repeat(255);
         largest.partner_sub_id = Some("\u{10348}".repeat(255));

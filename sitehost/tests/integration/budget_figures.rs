@@ -4,12 +4,12 @@
 
 use sitehost::api::budgets::stored_cost;
 use sitehost::config::{
-    ImageLimits, DEFAULT_REQUESTS_PER_MINUTE, MAX_ANIMATED_SIBLING_PIXELS, STORED_BYTES_PER_REQUEST,
-    WRITE_UNITS_PER_REQUEST,
+    ImageLimits, DEFAULT_REQUESTS_PER_MINUTE, MAX_ANIMATED_SIBLING_PIXELS,
+    STORED_BYTES_PER_REQUEST, WRITE_UNITS_PER_REQUEST,
 };
-use sitehost::domain::post::{MAX_CONTENT_BYTES, MAX_TITLE_CHARS};
 use sitehost::domain::business::NewBusiness;
 use sitehost::domain::location::MAX_LOCATIONS_BYTES;
+use sitehost::domain::post::{MAX_CONTENT_BYTES, MAX_TITLE_CHARS};
 use sitehost::store::scope::business_scopes;
 
 // DynamoDB's write-unit rules (docs/dynamodb-design.md, "Consumed capacity"), per write of
@@ -93,7 +93,10 @@ fn what_one_key_can_cost_the_table_is_what_the_code_allows() {
     let post = post_create_units();
     let site = site_write_units_per_request();
     assert_eq!(bold(&doc, "write units"), business.to_string());
-    assert_eq!(bold(&doc, "write units per request"), WRITE_UNITS_PER_REQUEST.to_string());
+    assert_eq!(
+        bold(&doc, "write units per request"),
+        WRITE_UNITS_PER_REQUEST.to_string()
+    );
     let stated_post = format!("**{post} write units**, and each further request 4 KB more");
     assert!(doc.contains(&stated_post), "{stated_post}");
     let stated_site = format!("and id block: **{site} write units**");
@@ -102,7 +105,10 @@ fn what_one_key_can_cost_the_table_is_what_the_code_allows() {
         .into_iter()
         .max()
         .unwrap_or(0);
-    assert_eq!(per_request, business, "a business create is the costliest request");
+    assert_eq!(
+        per_request, business,
+        "a business create is the costliest request"
+    );
     let per_second = DEFAULT_REQUESTS_PER_MINUTE * per_request / 60;
     assert_eq!(bold(&doc, "write units a second"), per_second.to_string());
     let price: f64 = bold(&doc, "per million write request units")

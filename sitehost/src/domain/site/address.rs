@@ -219,11 +219,17 @@ mod tests {
         assert_eq!(cafe.hosts(), ["www.harbourcafe.com", "harbourcafe.com"]);
         assert_eq!(cafe.path(), "harbourcafe.com/");
         let spelled = at("com", "www.harbourcafe", "/");
-        assert_eq!((spelled.hosts(), spelled.path()), (cafe.hosts(), cafe.path()));
+        assert_eq!(
+            (spelled.hosts(), spelled.path()),
+            (cafe.hosts(), cafe.path())
+        );
         let bare = at("com", "harbourcafe", "/blog/");
         assert_eq!(bare.hosts(), ["harbourcafe.com"]);
         assert_eq!(bare.path(), "harbourcafe.com/blog/");
-        assert_eq!(at("harbourcafe.com", "shop", "/").hosts(), ["shop.harbourcafe.com"]);
+        assert_eq!(
+            at("harbourcafe.com", "shop", "/").hosts(),
+            ["shop.harbourcafe.com"]
+        );
         assert_eq!(cafe.display(), "www.harbourcafe.com/");
     }
 

@@ -18,8 +18,7 @@ use crate::domain::site::{title_key, NewSite, Site, SitePatch, SiteQuery};
 use crate::error::{ApiError, Result};
 use crate::store::rules::ScopeChange;
 use crate::store::sites::{
-    address_in_use, check_write_size, host_in_use, site_filter_scope, site_scopes,
-    HoldingChange,
+    address_in_use, check_write_size, host_in_use, site_filter_scope, site_scopes, HoldingChange,
 };
 use crate::store::{Page, SiteStore};
 

@@ -162,10 +162,7 @@ fn stated_figures() -> Vec<String> {
             thousands(sitehost::operations::listing::PAGE_MAX_BYTES as u64)
         ),
         format!("the largest posts holds {}", stored / largest),
-        format!(
-            "per started {} KB",
-            config::STORED_BYTES_PER_REQUEST / 1024
-        ),
+        format!("per started {} KB", config::STORED_BYTES_PER_REQUEST / 1024),
     ]);
     // The variants' boxes, however a sentence names them.
     for (name, side) in sitehost::domain::image_record::VARIANTS {

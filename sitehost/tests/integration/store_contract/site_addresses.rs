@@ -49,7 +49,10 @@ pub async fn a_host_belongs_to_one_accounts_active_sites(store: SharedStore) {
     for (address, host) in [
         (at("com", "www.harbourcafe", "/"), "www.harbourcafe.com"),
         (at("com", "harbourcafe", "/"), "harbourcafe.com"),
-        (at("harbourcafe.com", "www", "/blog/"), "www.harbourcafe.com"),
+        (
+            at("harbourcafe.com", "www", "/blog/"),
+            "www.harbourcafe.com",
+        ),
         (at("com", "harbourcafe", "/menu/"), "harbourcafe.com"),
     ] {
         let taken = store
@@ -77,7 +80,11 @@ pub async fn a_host_belongs_to_one_accounts_active_sites(store: SharedStore) {
         .await
         .expect("the owner's own directory");
     let twice = store
-        .create_site(victim, new_site("Twice", at("com", "harbourcafe", "/")), DAY1)
+        .create_site(
+            victim,
+            new_site("Twice", at("com", "harbourcafe", "/")),
+            DAY1,
+        )
         .await;
     conflict_naming(twice, "harbourcafe.com/");
     // An update cannot move another account's site onto the host either.
