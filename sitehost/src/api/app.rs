@@ -328,13 +328,13 @@ impl App {
             }
             Operation::SiteList => sites::list(services, caller, params).await,
             Operation::SiteGet => sites::get(services, caller, id()?).await,
-            Operation::SiteCreate => sites::create(services, caller, body).await,
-            Operation::SiteUpdate => sites::update(services, caller, id()?, body).await,
-            Operation::SiteDelete => sites::delete(services, caller, id()?).await,
+            Operation::SiteCreate => sites::create(services, caller, body, &budget).await,
+            Operation::SiteUpdate => sites::update(services, caller, id()?, body, &budget).await,
+            Operation::SiteDelete => sites::delete(services, caller, id()?, &budget).await,
             Operation::PostList => posts::list(services, caller, params).await,
             Operation::PostGet => posts::get(services, caller, id()?).await,
-            Operation::PostCreate => posts::create(services, caller, body).await,
-            Operation::PostUpdate => posts::update(services, caller, id()?, body).await,
+            Operation::PostCreate => posts::create(services, caller, body, &budget).await,
+            Operation::PostUpdate => posts::update(services, caller, id()?, body, &budget).await,
         }?;
         Ok(to_response(reply))
     }

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use crate::api::Operation;
 use crate::auth::Authenticated;
-use crate::config::{RequestBudgets, STORED_BYTES_PER_REQUEST};
+use crate::config::{RequestBudgets, STORED_BYTES_PER_REQUEST, WRITE_UNITS_PER_REQUEST};
 use crate::error::{ApiError, Result};
 use crate::operations::WriteBudget;
 use crate::store::{budget_window, BudgetDecision, BudgetKind, BudgetStore};
@@ -144,8 +144,19 @@ impl Budgets {
 /// started [`STORED_BYTES_PER_REQUEST`] past the first. At most the rest of a minute's
 /// `limit`, so that every write fits a fresh window.
 pub fn stored_cost(bytes: u64, limit: u64) -> u64 {
-    bytes
-        .div_ceil(STORED_BYTES_PER_REQUEST)
+    extra_requests(bytes, STORED_BYTES_PER_REQUEST, limit)
+}
+
+/// The requests' worth a write that may use `units` DynamoDB write units pays beyond the
+/// request itself: one per started [`WRITE_UNITS_PER_REQUEST`] past the first, at most the
+/// rest of a minute's `limit`.
+pub fn write_units_cost(units: u64, limit: u64) -> u64 {
+    extra_requests(units, WRITE_UNITS_PER_REQUEST, limit)
+}
+
+fn extra_requests(amount: u64, per_request: u64, limit: u64) -> u64 {
+    amount
+        .div_ceil(per_request)
         .saturating_sub(1)
         .min(limit.saturating_sub(1))
 }
@@ -159,11 +170,11 @@ pub struct KeyWrites<'a> {
     pub now: i64,
 }
 
-#[async_trait::async_trait]
-impl WriteBudget for KeyWrites<'_> {
-    async fn pay_for_stored(&self, bytes: u64) -> Result<()> {
+impl KeyWrites<'_> {
+    /// Draws `tokens` more requests for a write, or refuses it with a 429 that says what
+    /// the write costs (`cost`, a phrase such as "Storing 9000 bytes").
+    async fn draw_extra(&self, tokens: u64, cost: &str) -> Result<()> {
         let limit = self.settings.requests_per_minute;
-        let tokens = stored_cost(bytes, limit);
         if limit == 0 || tokens == 0 {
             return Ok(());
         }
@@ -182,7 +193,6 @@ impl WriteBudget for KeyWrites<'_> {
             BudgetDecision::Refused { retry_after } => {
                 tracing::info!(
                     account_id = self.auth.caller.account_id,
-                    bytes,
                     tokens,
                     limit,
                     retry_after,
@@ -190,15 +200,32 @@ impl WriteBudget for KeyWrites<'_> {
                 );
                 Err(ApiError::TooManyRequests {
                     message: format!(
-                        "Storing {bytes} bytes of services and locations costs {tokens} more \
-                         requests (one per started 4 KB past the first) than this key has left \
-                         of its budget of {limit} requests a minute; retry after {retry_after} \
+                        "{cost} costs {tokens} more requests than this key has left of its \
+                         budget of {limit} requests a minute; retry after {retry_after} \
                          seconds."
                     ),
                     retry_after_secs: retry_after,
                 })
             }
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl WriteBudget for KeyWrites<'_> {
+    async fn pay_for_stored(&self, bytes: u64) -> Result<()> {
+        let tokens = stored_cost(bytes, self.settings.requests_per_minute);
+        let cost = format!("Storing {bytes} bytes (one request per started 4 KB past the first)");
+        self.draw_extra(tokens, &cost).await
+    }
+
+    async fn pay_for_write_units(&self, units: u64) -> Result<()> {
+        let tokens = write_units_cost(units, self.settings.requests_per_minute);
+        let cost = format!(
+            "This write, up to {units} DynamoDB write units (one request per started \
+             {WRITE_UNITS_PER_REQUEST} past the first),"
+        );
+        self.draw_extra(tokens, &cost).await
     }
 }
 
@@ -254,6 +281,9 @@ mod tests {
             "never more than a fresh minute holds"
         );
         assert_eq!(stored_cost(251_000, 0), 0);
+        assert_eq!(write_units_cost(100, 1_200), 0);
+        assert_eq!(write_units_cost(101, 1_200), 1);
+        assert_eq!(write_units_cost(650, 1_200), 6);
     }
 
     #[test]

@@ -289,6 +289,13 @@ pub const DEFAULT_UPLOADS_PER_MINUTE: u64 = 60;
 /// request budget whatever it stores (docs/budgets.md).
 pub const STORED_BYTES_PER_REQUEST: u64 = 4_096;
 
+/// A write whose transaction writes many list entries (a site: up to 100 items, most of
+/// them with an index entry) costs one request of its key's budget per started 100
+/// DynamoDB write units it may use (`store::sites::site_write_units`, an upper bound; the
+/// request itself pays for the first 100). Under the write units one request of a business
+/// create may buy (docs/budgets.md), so that bound holds for sites too.
+pub const WRITE_UNITS_PER_REQUEST: u64 = 100;
+
 impl Default for RequestBudgets {
     fn default() -> Self {
         RequestBudgets {

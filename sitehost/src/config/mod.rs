@@ -13,7 +13,7 @@ mod sizes;
 pub use limits::{
     FetchConfig, ImageLimits, RequestBudgets, ServerLimits, DEFAULT_REQUESTS_PER_MINUTE,
     DEFAULT_UPLOADS_PER_MINUTE, MAX_ANIMATED_SIBLING_PIXELS, MAX_ANIMATION_PIXELS, MAX_FRAMES,
-    STORED_BYTES_PER_REQUEST,
+    STORED_BYTES_PER_REQUEST, WRITE_UNITS_PER_REQUEST,
 };
 pub use log_settings::{LogSettings, DEFAULT_METRICS_NAMESPACE, METRICS_NAMESPACE_VAR};
 pub use sizes::{byte_size, larger_images_by_url, thousands};

@@ -43,12 +43,58 @@ pub struct PostPatch {
     pub date: Option<i64>,
 }
 
-/// A site's posts, newest first (by `date`, then by id).
+/// The most bytes of posts (title and content, UTF-8, as [`Post::stored_bytes`] counts
+/// them) one page reads: a page ends before the post that would pass it (a page holds at
+/// least one post). With at most 100,000 bytes of content a post, a page of the largest
+/// posts holds 9; its JSON stays well within Lambda's 6 MB response
+/// (`operations::listing::PAGE_MAX_BYTES`), and on DynamoDB it reads about 250 read units
+/// of records, where a full page of them read 25,000.
+pub const PAGE_STORED_BYTES: u64 = 1_000_000;
+
+/// A site's posts, newest first (by `date`, then by id): at most `limit`, and no more than
+/// `max_bytes` of them ([`PAGE_STORED_BYTES`]) past the first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PostQuery {
     pub site_id: i64,
     pub limit: u64,
     pub offset: u64,
+    pub max_bytes: u64,
+}
+
+/// A page's posts as a store reads them in order: each is admitted while the page stays
+/// within its bytes ([`PostQuery::max_bytes`]); the first always is.
+#[derive(Debug, Clone, Copy)]
+pub struct PageBytes {
+    used: u64,
+    max: u64,
+    started: bool,
+}
+
+impl PageBytes {
+    pub fn new(max: u64) -> Self {
+        PageBytes {
+            used: 0,
+            max,
+            started: false,
+        }
+    }
+
+    /// Whether `post` joins the page (and counts it if so). Once one is refused, the page
+    /// ends there: the next page starts with it.
+    pub fn admit(&mut self, post: &Post) -> bool {
+        let used = self.used.saturating_add(post.stored_bytes());
+        if self.started && used > self.max {
+            return false;
+        }
+        self.used = used;
+        self.started = true;
+        true
+    }
+
+    /// What the admitted posts took.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
 }
 
 impl NewPost {
@@ -125,6 +171,13 @@ impl PostPatch {
 }
 
 impl Post {
+    /// What the post stores beyond its fixed fields: its title and content (UTF-8). What a
+    /// write pays for ([`crate::config::STORED_BYTES_PER_REQUEST`]) and what a page of
+    /// posts is bounded by ([`PAGE_STORED_BYTES`]).
+    pub fn stored_bytes(&self) -> u64 {
+        (self.title.len() + self.content.len()) as u64
+    }
+
     pub fn apply(&mut self, patch: &PostPatch, now: i64) -> bool {
         let before = self.clone();
         if let Some(v) = &patch.title {
@@ -172,11 +225,34 @@ fn text(
     }
 }
 
-/// The content, kept byte for byte (the partner's HTML), at most [`MAX_CONTENT_BYTES`].
+/// Whether `c` may be in a post's content: text, so no control character but tab, line
+/// feed and carriage return (JSON writes each other one as six bytes, `\u0001`, which made a
+/// 100,000-byte post a 600,000-byte object in every page that lists it).
+pub fn content_char_allowed(c: char) -> bool {
+    !c.is_control() || matches!(c, '\t' | '\n' | '\r')
+}
+
+/// The content, kept byte for byte (the partner's HTML), at most [`MAX_CONTENT_BYTES`], of
+/// text only ([`content_char_allowed`]).
 fn content(fields: &mut FieldErrors, body: &Map<String, Value>, required: bool) -> Option<String> {
     match body.get("content") {
         None if !required => None,
-        Some(Value::String(html)) if html.len() <= MAX_CONTENT_BYTES => Some(html.clone()),
+        Some(Value::String(html)) if html.len() <= MAX_CONTENT_BYTES => {
+            match html.chars().find(|&c| !content_char_allowed(c)) {
+                None => Some(html.clone()),
+                Some(c) => {
+                    fields.add(
+                        "content",
+                        format!(
+                            "Must be text: the control character U+{:04X} is not allowed (tab, \
+                             line feed and carriage return are).",
+                            u32::from(c)
+                        ),
+                    );
+                    None
+                }
+            }
+        }
         Some(Value::String(html)) => {
             fields.add(
                 "content",
@@ -253,6 +329,17 @@ mod tests {
             json!({"site_id": 1, "title": "T", "content": big, "date": "2024-13-01T00:00:00"}),
         );
         assert_eq!(named(NewPost::from_json(&body)), ["content", "date"]);
+        for control in ["\u{1}", "a\u{0}b", "\u{1b}[0m", "\u{7f}", "\u{85}"] {
+            let body = object(json!({"site_id": 1, "title": "T", "content": control}));
+            assert_eq!(named(NewPost::from_json(&body)), ["content"], "{control:?}");
+            assert_eq!(
+                named(PostPatch::from_json(&body, 1, 1)),
+                ["content"],
+                "{control:?}"
+            );
+        }
+        let prose = object(json!({"site_id": 1, "title": "T", "content": "a\tb\r\nc é"}));
+        assert!(NewPost::from_json(&prose).is_ok());
         let moved = object(json!({"site_id": 9}));
         assert_eq!(named(PostPatch::from_json(&moved, 1, 2)), ["site_id"]);
         let patch = PostPatch::from_json(&object(json!({"title": "New", "site_id": 2})), 1, 2);

@@ -11,6 +11,41 @@ use crate::store::Page;
 pub const DEFAULT_LIMIT: u64 = 20;
 pub const MAX_LIMIT: u64 = 1000;
 
+/// The most bytes a page's objects may take in a Lambda response (their JSON, written once
+/// more as the JSON string API Gateway's response holds it): a page stops before the object
+/// that would pass it, and its `next` goes on from there. Lambda refuses a response over
+/// 6 MB (6,291,556 bytes) with a 502; this leaves 2.2 MB for the envelope, the headers and
+/// the response's own JSON. A page holds at least one object, and no object of the API is
+/// near this size (the largest, a post, is about 402,000 bytes: `tests::page_bytes`).
+pub const PAGE_MAX_BYTES: usize = 4_000_000;
+
+/// The bytes `json` takes in a Lambda response: its compact JSON, each byte written as a
+/// JSON string writes it (`"` and `\` as two bytes, control characters as two or six).
+pub fn response_bytes(json: &Value) -> usize {
+    let text = json.to_string();
+    text.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
+}
+
+/// The first of `objects` that fit [`PAGE_MAX_BYTES`] together (at least one).
+fn within_page_bytes(objects: Vec<Value>) -> Vec<Value> {
+    let mut used = 0;
+    let mut kept = Vec::with_capacity(objects.len());
+    for object in objects {
+        used += response_bytes(&object);
+        if used > PAGE_MAX_BYTES && !kept.is_empty() {
+            break;
+        }
+        kept.push(object);
+    }
+    kept
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Paging {
     pub limit: u64,
@@ -113,7 +148,9 @@ pub fn page_envelope<T>(
     envelope(path, params, paging, page.total_count, objects)
 }
 
-/// `{"meta": {...}, "objects": [...]}`. `path` is the canonical list path.
+/// `{"meta": {...}, "objects": [...]}`. `path` is the canonical list path. A page whose
+/// objects pass [`PAGE_MAX_BYTES`] ends before the one that would pass it, and `next` goes
+/// on from there (same `limit`): a client that follows `next` gets every object.
 pub fn envelope(
     path: &str,
     params: &[(String, String)],
@@ -122,8 +159,15 @@ pub fn envelope(
     objects: Vec<Value>,
 ) -> Value {
     let Paging { limit, offset } = paging;
-    let next = (offset.saturating_add(limit) < total_count)
-        .then(|| page_link(path, params, limit, offset + limit));
+    let offered = objects.len() as u64;
+    let objects = within_page_bytes(objects);
+    // Fewer than `limit` objects: the end of the list, a page cut to its bytes, or (on
+    // DynamoDB) a page the store already cut to the bytes it reads.
+    let shown = objects.len() as u64;
+    let cut = shown < offered || (shown < limit && offset.saturating_add(shown) < total_count);
+    let step = if cut && shown > 0 { shown } else { limit };
+    let next = (offset.saturating_add(step) < total_count)
+        .then(|| page_link(path, params, limit, offset + step));
     // Past the end, `previous` is the last page, not the empty one before this one.
     let previous = (offset > 0).then(|| {
         let previous = offset
@@ -146,6 +190,57 @@ pub fn envelope(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::post::{Post, MAX_CONTENT_BYTES, MAX_TITLE_CHARS};
+    use crate::operations::posts::view;
+
+    fn post_of(title: &str, content: &str) -> Value {
+        view::post(&Post {
+            id: i64::MAX,
+            account_id: 1,
+            site_id: i64::MAX,
+            title: title.into(),
+            content: content.into(),
+            date: 253_402_300_799,
+            added: 253_402_300_799,
+            modified: 253_402_300_799,
+        })
+    }
+
+    /// The largest object of the API in a Lambda response: a post whose every byte JSON
+    /// writes longest (`"`, four bytes once written twice). A page of 1,000 of them is cut
+    /// to what fits, with room to spare under Lambda's 6 MB; so is one of posts stored with
+    /// control characters before content refused them (seven bytes each).
+    #[test]
+    fn page_bytes() {
+        let worst = post_of(
+            &"\"".repeat(MAX_TITLE_CHARS),
+            &"\"".repeat(MAX_CONTENT_BYTES),
+        );
+        let bytes = response_bytes(&worst);
+        assert!((400_000..402_000).contains(&bytes), "{bytes}");
+        let page = within_page_bytes(vec![worst; 1000]);
+        assert_eq!(page.len(), PAGE_MAX_BYTES / bytes);
+        let legacy = post_of("T", &"\u{1}".repeat(MAX_CONTENT_BYTES));
+        assert!(response_bytes(&legacy) < 701_000);
+        assert!(!within_page_bytes(vec![legacy; 1000]).is_empty());
+        // `next` goes on from the first object not given, with the limit asked.
+        let paging = Paging {
+            limit: 1000,
+            offset: 0,
+        };
+        let cut = envelope(
+            "/api/v2/posts/",
+            &[],
+            paging,
+            1000,
+            vec![post_of("T", &"\"".repeat(MAX_CONTENT_BYTES)); 1000],
+        );
+        let shown = cut["objects"].as_array().map_or(0, Vec::len);
+        assert_eq!(
+            cut["meta"]["next"],
+            format!("/api/v2/posts/?limit=1000&offset={shown}")
+        );
+    }
 
     fn p(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

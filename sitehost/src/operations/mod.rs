@@ -45,13 +45,17 @@ pub trait ImageUploads: Send + Sync {
     async fn upload(&self, services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply>;
 }
 
-/// What a write pays, before it writes, for the services and locations it stores: its
-/// key's request budget once more per started [`crate::config::STORED_BYTES_PER_REQUEST`]
-/// bytes past the first (the HTTP layer, which admitted the request, implements it).
+/// What a write pays, before it writes, for what it stores (a business's services and
+/// locations, a post's title and content): its key's request budget once more per started
+/// [`crate::config::STORED_BYTES_PER_REQUEST`] bytes past the first (the HTTP layer, which
+/// admitted the request, implements it).
 #[async_trait::async_trait]
 pub trait WriteBudget: Send + Sync {
     /// Pays for storing `bytes`, or refuses the write (429, saying when to retry).
     async fn pay_for_stored(&self, bytes: u64) -> Result<()>;
+    /// Pays for a write that may use `units` DynamoDB write units: once more per started
+    /// [`crate::config::WRITE_UNITS_PER_REQUEST`] past the first, or refuses it (429).
+    async fn pay_for_write_units(&self, units: u64) -> Result<()>;
 }
 
 /// An operation's answer: a status, a JSON body (none for 204), and the new resource's URI

@@ -4,10 +4,12 @@
 
 use sitehost::api::budgets::stored_cost;
 use sitehost::config::{
-    ImageLimits, DEFAULT_REQUESTS_PER_MINUTE, MAX_ANIMATED_SIBLING_PIXELS, STORED_BYTES_PER_REQUEST,
+    ImageLimits, DEFAULT_REQUESTS_PER_MINUTE, MAX_ANIMATED_SIBLING_PIXELS,
+    STORED_BYTES_PER_REQUEST, WRITE_UNITS_PER_REQUEST,
 };
 use sitehost::domain::business::NewBusiness;
 use sitehost::domain::location::MAX_LOCATIONS_BYTES;
+use sitehost::domain::post::{MAX_CONTENT_BYTES, MAX_TITLE_CHARS};
 use sitehost::store::scope::business_scopes;
 
 // DynamoDB's write-unit rules (docs/dynamodb-design.md, "Consumed capacity"), per write of
@@ -55,20 +57,58 @@ fn scopes_at_most() -> u64 {
     business_scopes(&everything).len() as u64
 }
 
+/// What a post record holds besides its title and content, at most: attribute names, keys
+/// and numbers (`store::dynamo::site_records::post_item`).
+const POST_FIXED_BYTES: u64 = 300;
+
+/// One request of a post create: the admission, the idempotency claim, the post with 4 KB
+/// of title and content, its entry, index entry and counter lane in its one scope, an id.
+fn post_create_units() -> u64 {
+    ADMISSION_UNITS
+        + IDEMPOTENCY_UNITS
+        + UNITS_PER_KB * (STORED_BYTES_PER_REQUEST + POST_FIXED_BYTES).div_ceil(1024)
+        + UNITS_PER_SCOPE
+        + ID_UNITS
+}
+
+/// One request of a site write: what its transaction may use per request it pays, with the
+/// admission, the idempotency claim and an id.
+fn site_write_units_per_request() -> u64 {
+    WRITE_UNITS_PER_REQUEST + ADMISSION_UNITS + IDEMPOTENCY_UNITS + ID_UNITS
+}
+
 #[test]
 fn what_one_key_can_cost_the_table_is_what_the_code_allows() {
     let doc = doc();
     let details_units = UNITS_PER_KB * STORED_BYTES_PER_REQUEST.div_ceil(1024);
-    let per_request = ADMISSION_UNITS
+    let business = ADMISSION_UNITS
         + IDEMPOTENCY_UNITS
         + RECORD_UNITS
         + details_units
         + LOGO_UNITS
         + UNITS_PER_SCOPE * scopes_at_most()
         + ID_UNITS;
-    // A further request of budget buys less than the first: the bound is the first.
-    assert!(details_units < per_request);
-    assert_eq!(bold(&doc, "write units"), per_request.to_string());
+    // A further request of budget buys less than the first (4 KB more, or 100 units more of
+    // a site's transaction), and posts and sites buy less than a business create.
+    let post = post_create_units();
+    let site = site_write_units_per_request();
+    assert_eq!(bold(&doc, "write units"), business.to_string());
+    assert_eq!(
+        bold(&doc, "write units per request"),
+        WRITE_UNITS_PER_REQUEST.to_string()
+    );
+    let stated_post = format!("**{post} write units**, and each further request 4 KB more");
+    assert!(doc.contains(&stated_post), "{stated_post}");
+    let stated_site = format!("and id block: **{site} write units**");
+    assert!(doc.contains(&stated_site), "{stated_site}");
+    let per_request = [business, post, site, details_units + UNITS_PER_KB]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+    assert_eq!(
+        per_request, business,
+        "a business create is the costliest request"
+    );
     let per_second = DEFAULT_REQUESTS_PER_MINUTE * per_request / 60;
     assert_eq!(bold(&doc, "write units a second"), per_second.to_string());
     let price: f64 = bold(&doc, "per million write request units")
@@ -96,6 +136,48 @@ fn the_largest_business_costs_what_the_doc_says() {
 }
 
 #[test]
+fn the_largest_post_costs_what_the_doc_says() {
+    let doc = doc();
+    let largest = (MAX_CONTENT_BYTES + 4 * MAX_TITLE_CHARS) as u64;
+    let cost = 1 + stored_cost(largest, DEFAULT_REQUESTS_PER_MINUTE);
+    let stated = format!(
+        "characters, {} bytes) costs {cost} requests",
+        sitehost::config::thousands(largest)
+    );
+    assert!(doc.contains(&stated), "{stated}");
+}
+
+#[test]
+fn the_largest_site_costs_what_the_doc_says() {
+    use sitehost::api::budgets::write_units_cost;
+    use sitehost::domain::site::{Address, NewSite, MAX_SITE_LOCATIONS};
+    use sitehost::store::sites::site_write_units;
+    let long = "\u{10348}".repeat(255);
+    let largest = NewSite {
+        business_id: 1,
+        user_id: 1,
+        address: Address {
+            domain: "example.com".into(),
+            subdomain: "www".into(),
+            base_directory: "/".into(),
+        },
+        title: long.clone(),
+        partner_site_id: Some(long.clone()),
+        partner_sub_id: Some(long),
+        partner_user_id: None,
+        theme_id: None,
+        published: true,
+        www_primary: true,
+        location_ids: (1..=MAX_SITE_LOCATIONS as i64).collect(),
+    }
+    .into_site(1, 1, 1_369_395_621);
+    let units = site_write_units(None, &largest);
+    let cost = 1 + write_units_cost(units, DEFAULT_REQUESTS_PER_MINUTE);
+    let stated = format!("may use {units} write units, and costs {cost}.");
+    assert!(doc().contains(&stated), "{stated}");
+}
+
+#[test]
 fn the_animation_limits_are_the_codes() {
     let doc = doc();
     let limits = ImageLimits::default();
@@ -110,4 +192,32 @@ fn the_animation_limits_are_the_codes() {
     );
     // As many pixels as a still image may have, as the text says.
     assert_eq!(limits.max_animation_pixels, limits.max_pixels);
+}
+
+#[test]
+fn the_page_bounds_are_the_codes() {
+    use sitehost::domain::post::PAGE_STORED_BYTES;
+    use sitehost::operations::listing::PAGE_MAX_BYTES;
+    let api = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md"))
+        .expect("docs/api.md");
+    let api = api.split_whitespace().collect::<Vec<_>>().join(" ");
+    let budgets = doc();
+    let stored = sitehost::config::thousands(PAGE_STORED_BYTES);
+    let response = sitehost::config::thousands(PAGE_MAX_BYTES as u64);
+    // The largest post: 100,000 bytes of content and 255 four-byte characters of title.
+    let largest = (MAX_CONTENT_BYTES + 4 * MAX_TITLE_CHARS) as u64;
+    let holds = PAGE_STORED_BYTES / largest;
+    for stated in [
+        format!("past {stored} bytes (`PAGE_STORED_BYTES`)"),
+        format!("a page of the largest posts holds {holds}"),
+        format!("under {response} bytes of objects"),
+    ] {
+        assert!(api.contains(&stated), "docs/api.md: {stated}");
+    }
+    for stated in [
+        format!("{stored} bytes (at least one post)"),
+        format!("{response} bytes (at least one object)"),
+    ] {
+        assert!(budgets.contains(&stated), "docs/budgets.md: {stated}");
+    }
 }

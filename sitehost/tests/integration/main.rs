@@ -23,6 +23,7 @@ mod images_integrity;
 mod lambda_events;
 mod locations_http;
 mod openapi;
+mod site_addresses_http;
 mod sites_http;
 mod staged_uploads;
 mod store_contract;

@@ -2,11 +2,11 @@
 //! update, and a site's posts newest first. A post is seen through its site: a post of a
 //! site the caller cannot see is a 404.
 
-mod view;
+pub mod view;
 
-use super::{Reply, Services};
+use super::{Reply, Services, WriteBudget};
 use crate::domain::account::Caller;
-use crate::domain::post::{NewPost, Post, PostPatch, PostQuery};
+use crate::domain::post::{NewPost, Post, PostPatch, PostQuery, PAGE_STORED_BYTES};
 use crate::domain::validate::{json_object, parse_id};
 use crate::error::{ApiError, FieldErrors, Result};
 use crate::operations::list_rules::reject_unsupported_filters;
@@ -52,11 +52,21 @@ async fn visible_post(services: &Services, caller: &Caller, id: i64) -> Result<P
     }
 }
 
-pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
+/// Creates a post; its title and content are paid for as stored
+/// ([`crate::config::STORED_BYTES_PER_REQUEST`]), before anything is written.
+pub async fn create(
+    services: &Services,
+    caller: &Caller,
+    body: &[u8],
+    budget: &dyn WriteBudget,
+) -> Result<Reply> {
     let new = NewPost::from_json(&json_object(body)?)?;
     if visible_site(services, caller, new.site_id).await?.is_none() {
         return Err(no_such_site(new.site_id));
     }
+    budget
+        .pay_for_stored((new.title.len() + new.content.len()) as u64)
+        .await?;
     let post = services
         .store
         .create_post(caller.account_id, new, services.clock.now())
@@ -74,10 +84,22 @@ pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply>
     )))
 }
 
-pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) -> Result<Reply> {
+/// Updates a post; the whole post is rewritten, so it pays for its title and content as
+/// they will be stored (nothing more when nothing changes).
+pub async fn update(
+    services: &Services,
+    caller: &Caller,
+    id: i64,
+    body: &[u8],
+    budget: &dyn WriteBudget,
+) -> Result<Reply> {
     let body = json_object(body)?;
     let current = visible_post(services, caller, id).await?;
     let patch = PostPatch::from_json(&body, id, current.site_id)?;
+    let mut after = current.clone();
+    if after.apply(&patch, current.modified) {
+        budget.pay_for_stored(after.stored_bytes()).await?;
+    }
     let post = services
         .store
         .update_post(caller.account_id, id, patch, services.clock.now())
@@ -124,6 +146,7 @@ pub async fn list(
                 site_id,
                 limit: paging.limit,
                 offset: paging.offset,
+                max_bytes: PAGE_STORED_BYTES,
             };
             services.store.list_posts(caller.account_id, &query).await?
         }

@@ -7,7 +7,7 @@ pub mod view;
 
 use serde_json::Value;
 
-use super::{Reply, Services};
+use super::{Reply, Services, WriteBudget};
 use crate::domain::account::Caller;
 use crate::domain::business::BusinessDetail;
 use crate::domain::site::{NewSite, Site, SitePatch};
@@ -18,6 +18,7 @@ use crate::operations::listing::{page_envelope, Paging};
 use crate::operations::locations::view::location as location_object;
 use crate::operations::locations::visible_business;
 use crate::store::rules::no_such_business;
+use crate::store::sites::site_write_units;
 use crate::store::Page;
 
 fn not_found(id: i64) -> ApiError {
@@ -104,7 +105,14 @@ pub async fn get(services: &Services, caller: &Caller, id: i64) -> Result<Reply>
     Ok(Reply::ok(detail(services, caller, &site, None).await?))
 }
 
-pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result<Reply> {
+/// Creates a site; it pays for the write units its transaction may use
+/// ([`site_write_units`]) before anything is written.
+pub async fn create(
+    services: &Services,
+    caller: &Caller,
+    body: &[u8],
+    budget: &dyn WriteBudget,
+) -> Result<Reply> {
     let body = json_object(body)?;
     let mut new = NewSite::from_json(&body, caller)?;
     let business = visible_business(services, caller, new.business_id)
@@ -119,6 +127,11 @@ pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result
     if new.partner_sub_id.is_none() {
         new.partner_sub_id = business.business.partner_sub_id.clone();
     }
+    let now = services.clock.now();
+    let planned = new.clone().into_site(0, caller.account_id, now);
+    budget
+        .pay_for_write_units(site_write_units(None, &planned))
+        .await?;
     let site = services
         .store
         .create_site(caller.account_id, new, services.clock.now())
@@ -132,7 +145,14 @@ pub async fn create(services: &Services, caller: &Caller, body: &[u8]) -> Result
     Ok(Reply::created(body, view::resource_uri(site.id)))
 }
 
-pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) -> Result<Reply> {
+/// Updates a site; it pays for the write units its transaction may use, as a create.
+pub async fn update(
+    services: &Services,
+    caller: &Caller,
+    id: i64,
+    body: &[u8],
+    budget: &dyn WriteBudget,
+) -> Result<Reply> {
     let body = json_object(body)?;
     let patch = SitePatch::from_json(&body, id, caller)?;
     let current = visible_site(services, caller, id)
@@ -159,6 +179,7 @@ pub async fn update(services: &Services, caller: &Caller, id: i64, body: &[u8]) 
         }
         business = Some(read);
     }
+    pay_for_patch(services, budget, &current, &patch).await?;
     let site = store_patch(services, caller, id, patch).await?;
     Ok(Reply::ok(detail(services, caller, &site, business).await?))
 }
@@ -184,13 +205,39 @@ async fn store_patch(
         .ok_or_else(|| not_found(id))
 }
 
+/// Pays for what `patch` would write to `current` (the store applies it again to the site
+/// as it then is: a race that changes the site in between changes its cost by a little).
+async fn pay_for_patch(
+    services: &Services,
+    budget: &dyn WriteBudget,
+    current: &Site,
+    patch: &SitePatch,
+) -> Result<()> {
+    let mut after = current.clone();
+    if !after.apply(patch, services.clock.now()) {
+        return Ok(());
+    }
+    budget
+        .pay_for_write_units(site_write_units(Some(current), &after))
+        .await
+}
+
 /// Disables the site (`deleted: true`); `PUT {"deleted": false}` enables it again. 204,
-/// also for a site already disabled.
-pub async fn delete(services: &Services, caller: &Caller, id: i64) -> Result<Reply> {
+/// also for a site already disabled. It pays for the entries it moves, as an update.
+pub async fn delete(
+    services: &Services,
+    caller: &Caller,
+    id: i64,
+    budget: &dyn WriteBudget,
+) -> Result<Reply> {
     let patch = SitePatch {
         deleted: Some(true),
         ..Default::default()
     };
+    let current = visible_site(services, caller, id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    pay_for_patch(services, budget, &current, &patch).await?;
     store_patch(services, caller, id, patch).await?;
     Ok(Reply::no_content())
 }

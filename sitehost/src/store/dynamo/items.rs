@@ -208,13 +208,19 @@ pub fn post_key(id: i64) -> Item {
     key(format!("POST#{id}"), "POST")
 }
 
-/// The item that holds an address for its one active site: written with
-/// `attribute_not_exists`, so of two sites at one address one only is created or enabled.
-pub fn site_address_key(address_key: &str) -> Item {
-    key(
-        bounded(format!("SITEADDR#{}", escaped(address_key))),
-        "SITEADDR",
-    )
+/// The item that holds a host (`www.example.com`) for one account's active sites: `acct`
+/// and `n`, how many of its sites are there (`store::dynamo::sites`). Taken on the
+/// condition that no other account's site is there, so of two accounts at one host one only
+/// creates or enables a site.
+pub fn site_host_key(host: &str) -> Item {
+    key(bounded(format!("SITEHOST#{}", escaped(host))), "SITEHOST")
+}
+
+/// The item that holds a path (bare host and base directory, `example.com/blog/`) for its
+/// one active site: written with `attribute_not_exists`, so of two sites at one address
+/// one only is created or enabled.
+pub fn site_path_key(path: &str) -> Item {
+    key(bounded(format!("SITEADDR#{}", escaped(path))), "SITEADDR")
 }
 
 /// One of the partitions holding the list entries of one scope of an account: `shard` is

@@ -8,7 +8,10 @@ use super::reads::ScopeList;
 use super::site_records::{post_from, post_item};
 use super::transactions::{NewEntries, TxOutcome};
 use super::{backoff, busy, spread, DynamoStore, MAX_ATTEMPTS};
-use crate::domain::post::{NewPost, Post, PostPatch, PostQuery};
+use crate::domain::post::{
+    NewPost, PageBytes, Post, PostPatch, PostQuery, MAX_CONTENT_BYTES, MAX_TITLE_CHARS,
+    PAGE_STORED_BYTES,
+};
 use crate::error::{ApiError, Result};
 use crate::store::sites::post_scope;
 use crate::store::{Page, PostStore};
@@ -105,23 +108,52 @@ impl PostStore for DynamoStore {
         Err(busy("update post"))
     }
 
+    /// The page's ids from the entries, then their records in chunks, in order, until the
+    /// page's bytes are reached (`PostQuery::max_bytes`): what a page reads is bounded by
+    /// its bytes and one chunk, not by `limit` times the largest post.
     async fn list_posts(&self, account_id: i64, query: &PostQuery) -> Result<Page<Post>> {
         let scope = post_scope(query.site_id);
-        let (records, total_count) = self
-            .list_page(ScopeList {
-                kind: Kind::Post,
-                account_id,
-                scope: &scope,
-                by_name: true,
-                descending: true,
-                offset: query.offset,
-                limit: query.limit,
-            })
-            .await?;
-        let items = records
-            .iter()
-            .map(|item| post_from(item).map(|(post, _)| post))
-            .collect::<Result<_>>()?;
+        let list = ScopeList {
+            kind: Kind::Post,
+            account_id,
+            scope: &scope,
+            by_name: true,
+            descending: true,
+            offset: query.offset,
+            limit: query.limit,
+        };
+        let total_count = self.count(Kind::Post, account_id, &scope).await?;
+        if query.offset >= total_count {
+            return Ok(Page {
+                items: Vec::new(),
+                total_count,
+            });
+        }
+        let ids = self.scope_ids(&list).await?;
+        let mut bytes = PageBytes::new(query.max_bytes);
+        let mut items = Vec::new();
+        let mut rest = ids.as_slice();
+        let mut chunk = FIRST_READ_CHUNK;
+        'page: while !rest.is_empty() {
+            let (now, later) = rest.split_at(chunk.min(rest.len()));
+            for record in self.records_in_order(Kind::Post, now.to_vec()).await? {
+                let (post, _) = post_from(&record)?;
+                if !bytes.admit(&post) {
+                    break 'page;
+                }
+                items.push(post);
+            }
+            rest = later;
+            chunk = (chunk * 2).min(MAX_READ_CHUNK);
+        }
         Ok(Page { items, total_count })
     }
 }
+
+/// Posts read by a page's first `BatchGetItem`: one more than a page of the largest posts
+/// holds (`PAGE_STORED_BYTES` / the largest post), so such a page is one read.
+const FIRST_READ_CHUNK: usize =
+    (PAGE_STORED_BYTES / (MAX_CONTENT_BYTES as u64 + 4 * MAX_TITLE_CHARS as u64)) as usize + 1;
+/// Each further chunk doubles, up to one `BatchGetItem`'s 100 keys: a page of small posts
+/// takes a few reads, and a page reads at most one chunk past its bytes.
+const MAX_READ_CHUNK: usize = 100;

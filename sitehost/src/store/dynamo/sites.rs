@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{Delete, ReturnConsumedCapacity, Select, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Delete, ReturnConsumedCapacity, Select, TransactWriteItem, Update};
 use futures_util::future::try_join_all;
 
 use super::items::{self, n, s, text_sort_key, Item, Kind, Seq, PK};
@@ -14,10 +14,12 @@ use super::site_records::{site_from, site_item};
 use super::transactions::TxOutcome;
 use super::{aws_error, backoff, build_error, busy, log_capacity, spread, DynamoStore};
 use super::{CONSISTENT_READS, MAX_ATTEMPTS};
-use crate::domain::site::{title_key, Address, NewSite, Site, SitePatch, SiteQuery};
+use crate::domain::site::{title_key, NewSite, Site, SitePatch, SiteQuery};
 use crate::error::{ApiError, Result};
 use crate::store::rules::ScopeChange;
-use crate::store::sites::{address_in_use, check_write_size, site_filter_scope, site_scopes};
+use crate::store::sites::{
+    address_in_use, check_write_size, host_in_use, site_filter_scope, site_scopes, HoldingChange,
+};
 use crate::store::{Page, SiteStore};
 
 /// Attempts of one update transaction cancelled for conflicts before the update reads the
@@ -28,14 +30,25 @@ fn cancelled(what: &str, codes: &[String]) -> ApiError {
     ApiError::internal(format!("dynamodb {what} cancelled: {codes:?}"))
 }
 
+/// The 409 of a cancelled write whose holding actions start at `first`: a host another
+/// account holds, or a path another site holds. `None` when no take failed its condition.
+fn holding_refusal(
+    site: &Site,
+    change: &HoldingChange,
+    first: usize,
+    codes: &[String],
+) -> Option<ApiError> {
+    let failed = |index: usize| TxOutcome::failed_condition(codes, first + index);
+    let hosts = change.hosts_taken.len();
+    if let Some(host) = (0..hosts).find(|&i| failed(i)) {
+        return Some(host_in_use(&change.hosts_taken[host]));
+    }
+    (change.path_taken.is_some() && failed(hosts)).then(|| address_in_use(&site.address))
+}
+
 /// The `by_name` sort key of a site: its title's.
 fn site_nk(site: &Site) -> String {
     text_sort_key(title_key(&site.title), site.id)
-}
-
-/// The address an active site holds.
-fn held(site: &Site) -> Option<&Address> {
-    (!site.deleted).then_some(&site.address)
 }
 
 impl DynamoStore {
@@ -47,24 +60,86 @@ impl DynamoStore {
         Ok((site.account_id == account_id).then_some((site, version)))
     }
 
-    /// Takes an address for a site: only when no site holds it.
-    fn take_address(&self, site: &Site) -> Result<TransactWriteItem> {
-        let mut item = items::site_address_key(&site.address.key());
-        item.insert("site_id".into(), n(site.id));
+    /// A host's item (`items::site_host_key`) holds `acct`, the account whose active
+    /// sites are at the host, and `n`, how many of them. Taken on the condition that no
+    /// other account's site holds it (`acct` absent or this account, or `n` 0).
+    fn take_host(&self, account_id: i64, host: &str) -> Result<TransactWriteItem> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(items::site_host_key(host)))
+            .update_expression("SET #acct = :acct ADD #n :one")
+            .condition_expression("attribute_not_exists(#acct) OR #acct = :acct OR #n <= :zero")
+            .expression_attribute_names("#acct", "acct")
+            .expression_attribute_names("#n", "n")
+            .expression_attribute_values(":acct", n(account_id))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":zero", n(0))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
+    /// Gives up one site's share of a host: the item stays, with `n` one less (at 0 any
+    /// account may take it).
+    fn release_host(&self, account_id: i64, host: &str) -> Result<TransactWriteItem> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(items::site_host_key(host)))
+            .update_expression("ADD #n :minus")
+            .condition_expression("#acct = :acct AND #n > :zero")
+            .expression_attribute_names("#acct", "acct")
+            .expression_attribute_names("#n", "n")
+            .expression_attribute_values(":acct", n(account_id))
+            .expression_attribute_values(":minus", n(-1))
+            .expression_attribute_values(":zero", n(0))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
+    /// Takes a path (bare host and directory) for a site: only when no site holds it.
+    fn take_path(&self, path: &str, site_id: i64) -> Result<TransactWriteItem> {
+        let mut item = items::site_path_key(path);
+        item.insert("site_id".into(), n(site_id));
         self.put_new(item)
     }
 
-    /// Gives up a site's address (it holds it: only the active site does).
-    fn release_address(&self, address: &Address, site_id: i64) -> Result<TransactWriteItem> {
+    /// Gives up a site's path (it holds it: only the active site does).
+    fn release_path(&self, path: &str, site_id: i64) -> Result<TransactWriteItem> {
         let delete = Delete::builder()
             .table_name(&self.table)
-            .set_key(Some(items::site_address_key(&address.key())))
+            .set_key(Some(items::site_path_key(path)))
             .condition_expression("#site = :site")
             .expression_attribute_names("#site", "site_id")
             .expression_attribute_values(":site", n(site_id))
             .build()
             .map_err(build_error)?;
         Ok(TransactWriteItem::builder().delete(delete).build())
+    }
+
+    /// The actions of a change of what a site holds: the hosts taken, then the path taken
+    /// (so that a failed condition's index says which: [`holding_refusal`]), then what it
+    /// gives up.
+    fn holding_actions(
+        &self,
+        account_id: i64,
+        site_id: i64,
+        change: &HoldingChange,
+    ) -> Result<Vec<TransactWriteItem>> {
+        let mut actions = Vec::with_capacity(change.len());
+        for host in &change.hosts_taken {
+            actions.push(self.take_host(account_id, host)?);
+        }
+        if let Some(path) = &change.path_taken {
+            actions.push(self.take_path(path, site_id)?);
+        }
+        for host in &change.hosts_released {
+            actions.push(self.release_host(account_id, host)?);
+        }
+        if let Some(path) = &change.path_released {
+            actions.push(self.release_path(path, site_id)?);
+        }
+        Ok(actions)
     }
 
     /// The entries of a listed scope, counted: one `Query` (`Select COUNT`, all pages) of
@@ -101,7 +176,7 @@ impl DynamoStore {
     }
 
     /// The records of `ids`, in their order (`BatchGetItem`).
-    async fn records_in_order(&self, kind: Kind, ids: Vec<i64>) -> Result<Vec<Item>> {
+    pub(super) async fn records_in_order(&self, kind: Kind, ids: Vec<i64>) -> Result<Vec<Item>> {
         let keys = ids.iter().map(|&id| items::record_key(kind, id)).collect();
         let mut found: HashMap<i64, Item> = HashMap::with_capacity(ids.len());
         for item in self.batch_get(keys).await? {
@@ -133,12 +208,13 @@ struct SiteChange<'a> {
 }
 
 impl DynamoStore {
-    /// The versioned put, the address taken (second, so that its failed condition is at
-    /// index 1) or given up, then the list entries and counters the site leaves, joins or
-    /// is retitled in.
+    /// The versioned put, what the site takes and gives up of hosts and paths (from index
+    /// 1, so that a failed condition says which), then the list entries and counters the
+    /// site leaves, joins or is retitled in.
     fn site_update_actions(
         &self,
         change: &SiteChange<'_>,
+        holdings: &HoldingChange,
         lane: u32,
     ) -> Result<Vec<TransactWriteItem>> {
         let (account_id, id) = (change.account_id, change.after.id);
@@ -152,12 +228,7 @@ impl DynamoStore {
         let counter = |scope: &str| items::counter_key(Kind::Site, account_id, scope, lane);
         let version = change.version;
         let mut actions = vec![self.put_if_version(site_item(site, version + 1), version)?];
-        if held(site).is_some_and(|a| held(before) != Some(a)) {
-            actions.push(self.take_address(site)?);
-        }
-        if let Some(address) = held(before).filter(|a| held(site) != Some(*a)) {
-            actions.push(self.release_address(address, id)?);
-        }
+        actions.extend(self.holding_actions(account_id, id, holdings)?);
         for scope in &counted.left {
             actions.push(self.delete(entry(scope))?);
             actions.push(self.add(counter(scope), -1)?);
@@ -192,13 +263,12 @@ impl SiteStore for DynamoStore {
         check_write_size(None, &site)?;
         let scopes = site_scopes(&site);
         let nk = site_nk(&site);
-        // The address goes first, so that its failed condition is at index 0.
+        let holdings = HoldingChange::between(None, &site);
+        // What the site holds goes first, so that a failed condition's index says which.
         let actions = || {
             let lane = spread::random_lane();
-            let mut actions = vec![
-                self.take_address(&site)?,
-                self.put_new(site_item(&site, 1))?,
-            ];
+            let mut actions = self.holding_actions(account_id, id, &holdings)?;
+            actions.push(self.put_new(site_item(&site, 1))?);
             // An entry in every scope; a counted scope's counter is raised too.
             let counted = scopes.counted.iter().map(|scope| (scope, true));
             for (scope, counts) in counted.chain(scopes.listed.iter().map(|scope| (scope, false))) {
@@ -220,10 +290,8 @@ impl SiteStore for DynamoStore {
         match self.transact("create site", MAX_ATTEMPTS, actions).await? {
             TxOutcome::Committed => Ok(site),
             TxOutcome::Busy(_) => Err(busy("create site")),
-            TxOutcome::Cancelled(codes) if TxOutcome::failed_condition(&codes, 0) => {
-                Err(address_in_use(&site.address))
-            }
-            TxOutcome::Cancelled(codes) => Err(cancelled("create site", &codes)),
+            TxOutcome::Cancelled(codes) => Err(holding_refusal(&site, &holdings, 0, &codes)
+                .unwrap_or_else(|| cancelled("create site", &codes))),
         }
     }
 
@@ -251,14 +319,14 @@ impl SiteStore for DynamoStore {
                 return Ok(Some(site));
             }
             check_write_size(Some(&before), &site)?;
-            let takes = held(&site).filter(|a| held(&before) != Some(*a));
+            let holdings = HoldingChange::between(Some(&before), &site);
             let change = SiteChange {
                 account_id,
                 before: &before,
                 after: &site,
                 version,
             };
-            let actions = || self.site_update_actions(&change, spread::random_lane());
+            let actions = || self.site_update_actions(&change, &holdings, spread::random_lane());
             let codes = match self
                 .transact("update site", UPDATE_TX_ATTEMPTS, actions)
                 .await?
@@ -267,13 +335,8 @@ impl SiteStore for DynamoStore {
                 TxOutcome::Busy(codes) => codes,
                 TxOutcome::Cancelled(codes) if TxOutcome::failed_condition(&codes, 0) => codes,
                 TxOutcome::Cancelled(codes) => {
-                    return Err(
-                        if takes.is_some() && TxOutcome::failed_condition(&codes, 1) {
-                            address_in_use(&site.address)
-                        } else {
-                            cancelled("update site", &codes)
-                        },
-                    );
+                    return Err(holding_refusal(&site, &holdings, 1, &codes)
+                        .unwrap_or_else(|| cancelled("update site", &codes)));
                 }
             };
             tracing::debug!(id, attempt, ?codes, "site update lost a race; retrying");

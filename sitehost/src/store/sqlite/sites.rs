@@ -1,21 +1,28 @@
 //! Sites and blog posts: a write is one transaction with its scope counters (every scope
-//! of `store::sites`, counted or listed on DynamoDB, has a counter here). One address
-//! belongs to one active site: a partial unique index holds it.
+//! of `store::sites`, counted or listed on DynamoDB, has a counter here). What an active
+//! site holds (`store::sites::Holdings`) is rows of `site_hosts` (one host belongs to one
+//! account's active sites) and `site_paths` (one bare host and directory to one active
+//! site). Writes are serialised (one writer, immediate transactions), so the
+//! check and the claim cannot be raced.
 
 use async_trait::async_trait;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
-use super::{add_to_counters, db_error, is_unique_violation, next_id, ListQuery, SqliteStore};
+use super::{
+    add_to_counters, clamp_i64, counter, db_error, is_unique_violation, next_id, ListQuery,
+    SqliteStore,
+};
 use crate::clock::utc_date;
-use crate::domain::post::{NewPost, Post, PostPatch, PostQuery};
+use crate::domain::post::{NewPost, PageBytes, Post, PostPatch, PostQuery};
 use crate::domain::site::{
     title_key, Address, NewSite, Site, SiteKeyFilter, SiteOrder, SitePatch, SiteQuery,
 };
 use crate::error::{ApiError, Result};
 use crate::store::rules::ScopeChange;
 use crate::store::sites::{
-    address_in_use, check_write_size, post_scope, site_filter_scope, site_scopes,
+    address_in_use, check_write_size, host_in_use, post_scope, site_filter_scope, site_scopes,
+    Holdings,
 };
 use crate::store::{Page, PostStore, SiteStore};
 
@@ -35,6 +42,12 @@ CREATE INDEX IF NOT EXISTS sites_by_business ON sites (account_id, business_id, 
 CREATE INDEX IF NOT EXISTS sites_by_domain ON sites (account_id, domain, id);
 CREATE INDEX IF NOT EXISTS sites_by_address ON sites (account_id, address_key, id);
 CREATE UNIQUE INDEX IF NOT EXISTS sites_active_address ON sites (address_key) WHERE deleted = 0;
+CREATE TABLE IF NOT EXISTS site_hosts (
+    host TEXT NOT NULL, site_id INTEGER NOT NULL, account_id INTEGER NOT NULL,
+    PRIMARY KEY (host, site_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS site_hosts_by_site ON site_hosts (site_id);
+CREATE TABLE IF NOT EXISTS site_paths (path TEXT PRIMARY KEY, site_id INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS site_paths_by_site ON site_paths (site_id);
 CREATE TABLE IF NOT EXISTS site_locations (
     site_id INTEGER NOT NULL, location_id INTEGER NOT NULL, account_id INTEGER NOT NULL,
     PRIMARY KEY (site_id, location_id)) WITHOUT ROWID;
@@ -90,9 +103,52 @@ fn fetch_site(conn: &Connection, account_id: i64, id: i64) -> rusqlite::Result<O
     .optional()
 }
 
-/// Writes the site row and its location rows; an active site at another active site's
-/// address is `address_in_use`.
+/// Gives up what the site held and takes what it holds now: refused when another account's
+/// active site is at one of its hosts (`host_in_use`), or another site at its path
+/// (`address_in_use`), in that order, as on DynamoDB.
+fn claim_holdings(tx: &Transaction, site: &Site) -> Result<()> {
+    for table in ["site_hosts", "site_paths"] {
+        tx.execute(
+            &format!("DELETE FROM {table} WHERE site_id = ?1"),
+            params![site.id],
+        )
+        .map_err(db_error)?;
+    }
+    let holdings = Holdings::of(Some(site));
+    for host in &holdings.hosts {
+        let other: Option<i64> = tx
+            .prepare_cached(
+                "SELECT account_id FROM site_hosts WHERE host = ?1 AND account_id != ?2 LIMIT 1",
+            )
+            .and_then(|mut q| {
+                q.query_row(params![host, site.account_id], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(db_error)?;
+        if other.is_some() {
+            return Err(host_in_use(host));
+        }
+        tx.prepare_cached("INSERT INTO site_hosts (host, site_id, account_id) VALUES (?1, ?2, ?3)")
+            .and_then(|mut q| q.execute(params![host, site.id, site.account_id]))
+            .map_err(db_error)?;
+    }
+    if let Some(path) = &holdings.path {
+        let written = tx
+            .prepare_cached("INSERT INTO site_paths (path, site_id) VALUES (?1, ?2)")
+            .and_then(|mut q| q.execute(params![path, site.id]));
+        match written {
+            Ok(_) => {}
+            Err(err) if is_unique_violation(&err) => return Err(address_in_use(&site.address)),
+            Err(err) => return Err(db_error(err)),
+        }
+    }
+    Ok(())
+}
+
+/// Writes the site row, what it holds ([`claim_holdings`]) and its location rows; an active
+/// site at another active site's address is `address_in_use`.
 fn write_site(tx: &Transaction, site: &Site) -> Result<()> {
+    claim_holdings(tx, site)?;
     let ids = serde_json::to_string(&site.location_ids)
         .map_err(|e| ApiError::from(anyhow::Error::new(e).context("sqlite: location ids")))?;
     let a = &site.address;
@@ -337,21 +393,38 @@ impl PostStore for SqliteStore {
         })
     }
 
+    /// Reads rows one at a time and stops before the post that would pass the page's bytes
+    /// (`PostQuery::max_bytes`), so a page of large posts never holds more in memory.
     async fn list_posts(&self, account_id: i64, query: &PostQuery) -> Result<Page<Post>> {
-        self.list_page(
-            ListQuery {
-                kind: POST_KIND,
+        let scope = post_scope(query.site_id);
+        self.read(|conn| {
+            let total_count = counter(conn, account_id, POST_KIND, &scope)?;
+            if query.offset >= total_count {
+                return Ok(Page {
+                    items: Vec::new(),
+                    total_count,
+                });
+            }
+            let mut statement = conn.prepare_cached(&format!(
+                "SELECT {POST_COLUMNS} FROM posts WHERE account_id = ?1 AND site_id = ?2 \
+                 ORDER BY date DESC, id DESC LIMIT ?3 OFFSET ?4"
+            ))?;
+            let mut rows = statement.query(params![
                 account_id,
-                scope: &post_scope(query.site_id),
-                sql: format!(
-                    "SELECT {POST_COLUMNS} FROM posts WHERE account_id = ? AND site_id = ? \
-                     ORDER BY date DESC, id DESC"
-                ),
-                args: vec![account_id.into(), query.site_id.into()],
-                limit: query.limit,
-                offset: query.offset,
-            },
-            post_from_row,
-        )
+                query.site_id,
+                clamp_i64(query.limit),
+                clamp_i64(query.offset)
+            ])?;
+            let mut bytes = PageBytes::new(query.max_bytes);
+            let mut items = Vec::new();
+            while let Some(row) = rows.next()? {
+                let post = post_from_row(row)?;
+                if !bytes.admit(&post) {
+                    break;
+                }
+                items.push(post);
+            }
+            Ok(Page { items, total_count })
+        })
     }
 }

@@ -151,6 +151,19 @@ fn stated_figures() -> Vec<String> {
             source_const("store/dynamo/mod.rs", "BUSY_RETRY_AFTER_SECS")
         ),
     ];
+    // A page of posts, any list's page, and what a post write pays for.
+    let stored = sitehost::domain::post::PAGE_STORED_BYTES;
+    let largest = (sitehost::domain::post::MAX_CONTENT_BYTES
+        + 4 * sitehost::domain::post::MAX_TITLE_CHARS) as u64;
+    figures.extend([
+        format!("{} bytes", thousands(stored)),
+        format!(
+            "{} bytes",
+            thousands(sitehost::operations::listing::PAGE_MAX_BYTES as u64)
+        ),
+        format!("the largest posts holds {}", stored / largest),
+        format!("per started {} KB", config::STORED_BYTES_PER_REQUEST / 1024),
+    ]);
     // The variants' boxes, however a sentence names them.
     for (name, side) in sitehost::domain::image_record::VARIANTS {
         figures.extend([

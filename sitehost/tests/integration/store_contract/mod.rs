@@ -20,6 +20,7 @@ mod location_resource;
 mod locations;
 mod logo_marks;
 mod name_order;
+mod site_addresses;
 mod sites;
 mod upload_sessions;
 mod write_budgets;
@@ -272,6 +273,9 @@ macro_rules! contract {
                 sites::site_lists_follow_filters_orders_and_sub_ids,
                 sites::of_concurrent_creates_at_one_address_exactly_one_is_made,
                 sites::posts_are_stored_and_listed_newest_first,
+                site_addresses::a_host_belongs_to_one_accounts_active_sites,
+                site_addresses::of_concurrent_creates_at_one_host_one_account_wins,
+                site_addresses::a_page_of_the_largest_posts_stops_at_its_bytes,
                 upload_sessions::an_upload_session_is_used_once_and_kept_a_day_past_its_expiry,
             );
             contract!(@probed $factory;
@@ -323,6 +327,7 @@ mod on_double {
         location_resource::a_location_is_found_edited_and_removed_by_its_id,
         sites::an_active_site_holds_its_address_alone,
         sites::posts_are_stored_and_listed_newest_first,
+        site_addresses::of_concurrent_creates_at_one_host_one_account_wins,
     );
 }
 

@@ -269,6 +269,7 @@ const SITE_DETAIL: Grants = &[
 ];
 const SITE_CREATE: Grants = &[
     ("dynamodb:UpdateItem", "SEQ#site"),
+    ("dynamodb:UpdateItem", "SITEHOST#*"),
     ("dynamodb:PutItem", "SITE#*"),
     ("dynamodb:PutItem", "SITEADDR#*"),
     ("dynamodb:PutItem", "A#*#S#*"),
@@ -287,6 +288,7 @@ const SITE_WRITE: Grants = &[
     ("dynamodb:DeleteItem", "SITEADDR#*"),
     ("dynamodb:DeleteItem", "A#*#S#*"),
     ("dynamodb:DeleteItem", "H#*"),
+    ("dynamodb:UpdateItem", "SITEHOST#*"),
     ("dynamodb:UpdateItem", "A#*#SC#*"),
     ("dynamodb:UpdateItem", "H#*"),
 ];
@@ -299,6 +301,7 @@ const SITE_DISABLE: Grants = &[
     ("dynamodb:DeleteItem", "SITEADDR#*"),
     ("dynamodb:DeleteItem", "A#*#S#*"),
     ("dynamodb:DeleteItem", "H#*"),
+    ("dynamodb:UpdateItem", "SITEHOST#*"),
     ("dynamodb:UpdateItem", "A#*#SC#*"),
     ("dynamodb:UpdateItem", "H#*"),
 ];
