@@ -150,7 +150,9 @@ pub fn page_envelope<T>(
 
 /// `{"meta": {...}, "objects": [...]}`. `path` is the canonical list path. A page whose
 /// objects pass [`PAGE_MAX_BYTES`] ends before the one that would pass it, and `next` goes
-/// on from there (same `limit`): a client that follows `next` gets every object.
+/// on from there (with the `limit` asked). Such a page's `meta.limit` is the number of
+/// objects it holds, the limit the server applied: a client that follows `next`, or adds
+/// `meta.limit` to `offset` as tastypie clients do, gets every object.
 pub fn envelope(
     path: &str,
     params: &[(String, String)],
@@ -175,9 +177,10 @@ pub fn envelope(
             .min(total_count.saturating_sub(limit));
         page_link(path, params, limit, previous)
     });
+    let applied_limit = if cut && shown > 0 { shown } else { limit };
     json!({
         "meta": {
-            "limit": limit,
+            "limit": applied_limit,
             "offset": offset,
             "next": next,
             "previous": previous,
@@ -240,6 +243,8 @@ mod tests {
             cut["meta"]["next"],
             format!("/api/v2/posts/?limit=1000&offset={shown}")
         );
+        // The limit applied: `offset + meta.limit` is the next page's offset.
+        assert_eq!(cut["meta"]["limit"], shown);
     }
 
     fn p(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
