@@ -63,6 +63,33 @@ struct Shared {
     limits: ServerLimits,
 }
 
+impl Shared {
+    fn new(app: Arc<App>, limits: ServerLimits) -> Self {
+        // With the embedded store, `sitehost serve` is also the frontend host of its files.
+        let local_files = match &app.services.config.store {
+            StoreKind::Embedded { data_dir } => match LocalFiles::open(data_dir) {
+                Ok(files) => Some(files),
+                Err(err) => {
+                    tracing::error!(error = %crate::error::error_chain(&err), "the files directory cannot be opened; files are not served");
+                    None
+                }
+            },
+            StoreKind::DynamoDb { .. } => None,
+        };
+        let siblings = local_files
+            .as_ref()
+            .and_then(|_| crate::deployment::siblings(app.services.files.as_ref()));
+        let staged_forms = StagedForms::new(local_files.clone(), limits.max_connections);
+        Shared {
+            app,
+            local_files,
+            siblings,
+            staged_forms,
+            limits,
+        }
+    }
+}
+
 /// A request body still on the connection: read, at its pace and within its deadline
 /// (`server::paced_body`), only when the app asks for it.
 struct ConnectionBody {
@@ -249,33 +276,12 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     let builder = Arc::new(builder);
-    // With the embedded store, `sitehost serve` is also the frontend host of its files.
-    let local_files = match &app.services.config.store {
-        StoreKind::Embedded { data_dir } => match LocalFiles::open(data_dir) {
-            Ok(files) => Some(files),
-            Err(err) => {
-                tracing::error!(error = %crate::error::error_chain(&err), "the files directory cannot be opened; files are not served");
-                None
-            }
-        },
-        StoreKind::DynamoDb { .. } => None,
-    };
-    let siblings = local_files
-        .as_ref()
-        .and_then(|_| crate::deployment::siblings(app.services.files.as_ref()));
     let connections = Connections::new(limits.max_connections);
-    let staged_forms = StagedForms::new(local_files.clone(), limits.max_connections);
+    let shared = Arc::new(Shared::new(app, limits));
     // Staged files expire as the staging bucket's do; aborted when the server stops.
-    let sweeping = local_files.clone().map(|files| {
-        let clock = Arc::clone(&app.services.clock);
+    let sweeping = shared.local_files.clone().map(|files| {
+        let clock = Arc::clone(&shared.app.services.clock);
         tokio::spawn(crate::server::staged_form::sweep_forever(files, clock))
-    });
-    let shared = Arc::new(Shared {
-        app,
-        local_files,
-        siblings,
-        staged_forms,
-        limits,
     });
     let mut backoff = AcceptBackoff::default();
     tokio::pin!(shutdown);
