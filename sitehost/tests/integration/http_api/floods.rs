@@ -316,3 +316,26 @@ async fn a_form_body_under_a_stale_signature_is_refused_from_its_head() {
     );
     drop(writer);
 }
+
+/// docs/security.md states the guards' figures as the code has them.
+#[test]
+fn the_security_doc_states_the_guards_figures() {
+    use sitehost::server::paced_body::{GRACE, MIN_BYTES_PER_SEC, UNSIGNED_BODY_TIMEOUT};
+    use sitehost::server::staged_form::{MAX_FORMS, STAGED_FILE_KEPT_SECS, SWEEP_EVERY};
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/security.md");
+    let doc = std::fs::read_to_string(path).expect("docs/security.md");
+    let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    for fact in [
+        format!("after a grace of {} s", GRACE.as_secs()),
+        format!("at {} KiB a second on average", MIN_BYTES_PER_SEC / 1024),
+        format!("has {} s in all", UNSIGNED_BODY_TIMEOUT.as_secs()),
+        format!("At most {MAX_FORMS} forms"),
+        format!(
+            "({} minutes; no create can use one then), every {} minutes",
+            STAGED_FILE_KEPT_SECS / 60,
+            SWEEP_EVERY.as_secs() / 60
+        ),
+    ] {
+        assert!(doc.contains(&fact), "docs/security.md does not say: {fact}");
+    }
+}
