@@ -1,4 +1,5 @@
-//! `sitehost files sweep`: removes the upload files no image record references.
+//! `sitehost files sweep`: removes the upload files no image record references (and the
+//! embedded store's expired staged files).
 //! `sitehost files restore`: after a table restore, brings back the deleted files of the
 //! image records, from the versioned bucket.
 
@@ -14,7 +15,8 @@ use crate::StoreArgs;
 #[derive(Subcommand)]
 pub enum FilesCommand {
     /// Removes upload files no image record references (left by an upload that died
-    /// between its files and its record). Safe to run at any time.
+    /// between its files and its record), and on the embedded store the staged files past
+    /// their use (as the staging bucket expires them). Safe to run at any time.
     Sweep {
         /// Only file sets older than this are considered: `90m`, `1h`, `2d`, seconds
         /// without a unit; at least 5m (far above the upload timeout of 29 s).
@@ -103,9 +105,17 @@ async fn run_sweep(
     bucket: Option<String>,
     store: StoreArgs,
 ) -> Result<()> {
+    let now = SystemClock.now();
+    // The embedded store's staged files expire as the staging bucket's do (its lifecycle
+    // rule when deployed); `sitehost serve` sweeps them too, every few minutes.
+    if let (StoreKind::Embedded { data_dir }, false) = (store.config()?.store, dry_run) {
+        let local = sitehost::store::disk_files::LocalFiles::open(&data_dir)?;
+        let (staged, incoming) = sitehost::server::staged_form::sweep(&local, now).await?;
+        println!("{staged} expired staged files and {incoming} partly received ones removed");
+    }
     let stores = open(bucket, store).await?;
     let options = SweepOptions {
-        now: SystemClock.now(),
+        now,
         grace_secs: older_than,
         dry_run,
     };

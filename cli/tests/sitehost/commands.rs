@@ -195,6 +195,17 @@ async fn files_sweep_removes_an_old_orphan_set_and_says_so() {
             .expect("age the file");
     }
     drop(stores);
+    // Staged files past their use expire as the staging bucket's do; a fresh one stays.
+    let staging = dir.path().join("files/staging");
+    std::fs::create_dir_all(&staging).expect("staging");
+    let (old_staged, new_staged) = (staging.join("0a".repeat(16)), staging.join("0b".repeat(16)));
+    std::fs::write(&old_staged, b"old").expect("staged");
+    std::fs::write(&new_staged, b"new").expect("staged");
+    std::fs::File::options()
+        .write(true)
+        .open(&old_staged)
+        .and_then(|f| f.set_modified(two_hours_ago))
+        .expect("age the staged file");
     let exists = |p: &String| dir.path().join("files").join(p).exists();
     let set = &original[..original.len() - ".png".len()];
 
@@ -204,12 +215,15 @@ async fn files_sweep_removes_an_old_orphan_set_and_says_so() {
     assert!(ok, "{out}");
     assert!(out.contains(&format!("would remove {set}.*")), "{out}");
     assert!(paths.iter().all(exists), "a dry run removes nothing");
+    assert!(old_staged.exists(), "a dry run removes no staged file");
     let (ok, out) = sitehost(&["files", "sweep", "--older-than", "90m"], dir.path());
     assert!(ok, "{out}");
     assert!(out.contains(&format!("removed {set}.*")), "{out}");
     assert!(out.contains("(6 files removed)"), "{out}");
     assert!(!paths.iter().any(exists), "the orphan set is gone");
     assert!(exists(&legacy), "a file without an id in its name stays");
+    assert!(out.contains("1 expired staged files"), "{out}");
+    assert!(!old_staged.exists() && new_staged.exists());
 }
 
 /// `SITEHOST_HEADER_TIMEOUT_SECS` reaches the server: a client sending its request head a

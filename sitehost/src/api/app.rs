@@ -177,6 +177,9 @@ impl App {
         let now = self.services.clock.now();
         // A form body is read now (its parameters are signed); any other waits for admission.
         let (form, unread) = if params::is_form(header(&parts.headers, "content-type")) {
+            // Read before the signature is checked only when the body may carry it, or the
+            // head's own signature parameters are whole and fresh.
+            auth::head_may_be_signed(header(&parts.headers, "authorization"), &query, now)?;
             let limit = params::MAX_FORM_BODY_BYTES;
             let form = read(body, limit, params::form_body_too_large, progress).await?;
             (Some(form), None)
@@ -191,6 +194,7 @@ impl App {
         self.admission
             .admit(store, config.budgets, &auth, route.operation, now)
             .await?;
+        crate::api::body::OnAdmitted::notify(&parts.extensions);
         // Only now: a request refused for its key has spent its nonce and budget, so the
         // same signed request is not answered again and again for free.
         let idempotency_key = idempotency::key_of(&parts.headers, route.operation)?;

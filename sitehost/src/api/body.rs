@@ -1,6 +1,8 @@
 //! Request bodies: the one trait both adapters supply them through, and the 413 of a body
 //! over its limit.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::api::Operation;
@@ -28,6 +30,22 @@ impl RequestBody for Bytes {
             return Err(body_too_large(limit));
         }
         Ok(self)
+    }
+}
+
+/// Told, through a request's extensions, once the app has admitted the request (signature,
+/// nonce and budget checked) and before it reads a body that is not form-encoded:
+/// `sitehost serve` may drop a connection whose request is not admitted yet when it needs
+/// the room, never one whose request is (`server::connections`).
+#[derive(Clone)]
+pub struct OnAdmitted(pub Arc<dyn Fn() + Send + Sync>);
+
+impl OnAdmitted {
+    /// Tells the adapter, when it asked to be told.
+    pub fn notify(extensions: &http::Extensions) {
+        if let Some(hook) = extensions.get::<OnAdmitted>() {
+            (hook.0)();
+        }
     }
 }
 

@@ -75,9 +75,19 @@ pub async fn start_siblings() -> Result<(), lambda_http::Error> {
     lambda_http::run(service_fn(move |req: Request| {
         let siblings = Arc::clone(&siblings);
         async move {
+            // The invocation's own deadline: the answer is sent before it (the variant when
+            // the sibling is not made by then), never a timeout CloudFront caches nothing of.
+            let deadline = req.lambda_context_ref().map(|context| {
+                let left = context
+                    .deadline()
+                    .duration_since(std::time::SystemTime::now())
+                    .unwrap_or_default();
+                tokio::time::Instant::now() + left
+            });
             let req = from_lambda(req);
+            let (method, path) = (req.method(), req.uri().path());
             let response =
-                crate::api::sibling_answer::answer(&siblings, req.method(), req.uri().path()).await;
+                crate::api::sibling_answer::answer(&siblings, method, path, deadline).await;
             Ok::<_, Infallible>(to_lambda(response))
         }
     }))

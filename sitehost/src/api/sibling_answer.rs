@@ -4,13 +4,16 @@
 //! `files-or-sibling-maker`); `sitehost serve` asks the operation directly
 //! (`server`).
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use http::header::LOCATION;
 use http::{Method, Response, StatusCode};
+use tokio::time::Instant;
 
 use crate::api::{error_response, file_response, set_header};
 use crate::domain::image_record::{sibling_path, SiblingFormat};
-use crate::error::{error_chain, ApiError};
+use crate::error::{error_chain, ApiError, Result};
 use crate::operations::siblings::{Sibling, Siblings, MAX_VARIANT_BYTES};
 use crate::store::files::CACHE_CONTROL;
 
@@ -90,8 +93,40 @@ fn qvalue(q: &str) -> Option<u16> {
     }
 }
 
-/// The answer to `method` on `uri_path` (as requested: percent-encoded, leading slash).
-pub async fn answer(siblings: &Siblings, method: &Method, uri_path: &str) -> Response<Bytes> {
+/// How long before the invocation's deadline a sibling still being made is given up on for
+/// this answer, and the variant read and answered instead (its making goes on, and stores
+/// the sibling for the next request): reading a variant of at most `MAX_VARIANT_BYTES`
+/// from S3 and answering it takes well under this.
+pub const ANSWER_MARGIN: Duration = Duration::from_secs(2);
+
+/// Makes the sibling at `stored`, or says `NotNow` once the time left before `deadline`
+/// (less [`ANSWER_MARGIN`]) runs out: the making goes on without this request.
+async fn make_within(
+    siblings: &Siblings,
+    stored: &str,
+    deadline: Option<Instant>,
+) -> Result<Sibling> {
+    let Some(deadline) = deadline else {
+        return siblings.make(stored).await;
+    };
+    let stop = deadline.checked_sub(ANSWER_MARGIN).unwrap_or(deadline);
+    match tokio::time::timeout_at(stop, siblings.make(stored)).await {
+        Ok(made) => made,
+        Err(_) => {
+            tracing::warn!(path = stored, "a sibling was not made before the deadline; the variant is answered while it is made");
+            Ok(Sibling::NotNow)
+        }
+    }
+}
+
+/// The answer to `method` on `uri_path` (as requested: percent-encoded, leading slash),
+/// sent before `deadline` (the Lambda invocation's, less [`ANSWER_MARGIN`]) when there is one.
+pub async fn answer(
+    siblings: &Siblings,
+    method: &Method,
+    uri_path: &str,
+    deadline: Option<Instant>,
+) -> Response<Bytes> {
     if method != Method::GET && method != Method::HEAD {
         return error_response(&ApiError::MethodNotAllowed(method.to_string()));
     }
@@ -107,7 +142,7 @@ pub async fn answer(siblings: &Siblings, method: &Method, uri_path: &str) -> Res
     let Some((variant, format)) = crate::domain::image_record::sibling_of(stored) else {
         return missing();
     };
-    let made = match siblings.make(stored).await {
+    let made = match make_within(siblings, stored, deadline).await {
         Ok(Sibling::NotNow) => {
             crate::operations::siblings::read_variant(siblings.files(), stored).await
         }
@@ -121,7 +156,7 @@ pub async fn answer(siblings: &Siblings, method: &Method, uri_path: &str) -> Res
             sibling_response(method, format, CACHE_CONTROL, sibling, &variant_url)
         }
         Ok(Sibling::StandIn(stand_in)) => {
-            answer_stand_in(siblings, method, variant, stand_in).await
+            answer_stand_in(siblings, method, variant, stand_in, deadline).await
         }
         Ok(Sibling::Variant {
             bytes,
@@ -144,11 +179,12 @@ async fn answer_stand_in(
     method: &Method,
     variant: &str,
     stand_in: SiblingFormat,
+    deadline: Option<Instant>,
 ) -> Response<Bytes> {
     let path = sibling_path(variant, stand_in);
     let made = match siblings.files().read(&path, MAX_VARIANT_BYTES).await {
         Ok(Some(bytes)) => Ok(Sibling::Made(bytes)),
-        Ok(None) => siblings.make(&path).await,
+        Ok(None) => make_within(siblings, &path, deadline).await,
         Err(err) => Err(err),
     };
     let made = match made {
@@ -249,7 +285,7 @@ mod tests {
 
         for format in SiblingFormat::ALL {
             let path = format!("/img/upload/a--1.medium.jpg.{}", format.extension());
-            let made = answer(&siblings, &Method::GET, &path).await;
+            let made = answer(&siblings, &Method::GET, &path, None).await;
             assert_eq!(made.status(), 200);
             let content_type = header(&made, "content-type");
             assert_eq!(content_type.as_deref(), Some(format.content_type()));
@@ -257,7 +293,7 @@ mod tests {
             assert_eq!(cache_control.as_deref(), Some(CACHE_CONTROL));
             let body = format!("{}:medium", format.extension());
             assert_eq!(&made.body()[..], body.as_bytes());
-            let head = answer(&siblings, &Method::HEAD, &path).await;
+            let head = answer(&siblings, &Method::HEAD, &path, None).await;
             assert_eq!((head.status().as_u16(), head.body().len()), (200, 0));
         }
 
@@ -265,7 +301,7 @@ mod tests {
         // variant's URL, which the frontend now answers from storage.
         for format in SiblingFormat::ALL {
             let path = format!("/img/upload/a--1.big.jpg.{}", format.extension());
-            let redirected = answer(&siblings, &Method::GET, &path).await;
+            let redirected = answer(&siblings, &Method::GET, &path, None).await;
             assert_eq!(redirected.status(), 307);
             let location = header(&redirected, "location");
             assert_eq!(location.as_deref(), Some("/img/upload/a--1.big.jpg"));
@@ -283,12 +319,18 @@ mod tests {
             "/img/upload/%FF.medium.jpg.webp",
             "/",
         ] {
-            let missing = answer(&siblings, &Method::GET, path).await;
+            let missing = answer(&siblings, &Method::GET, path, None).await;
             assert_eq!(missing.status(), 404, "{path}");
             let content_type = header(&missing, "content-type");
             assert_eq!(content_type.as_deref(), Some("application/json"));
         }
-        let posted = answer(&siblings, &Method::POST, "/img/upload/a--1.medium.jpg.avif").await;
+        let posted = answer(
+            &siblings,
+            &Method::POST,
+            "/img/upload/a--1.medium.jpg.avif",
+            None,
+        )
+        .await;
         assert_eq!(posted.status(), 405);
     }
 
@@ -304,7 +346,7 @@ mod tests {
         for (variant, body) in [("medium", "webp:anim medium"), ("small", "stored webp")] {
             for _ in 0..2 {
                 let path = format!("/img/upload/a--1.{variant}.gif.avif");
-                let answered = answer(&siblings, &Method::GET, &path).await;
+                let answered = answer(&siblings, &Method::GET, &path, None).await;
                 assert_eq!(answered.status(), 200, "{path}");
                 let content_type = header(&answered, "content-type");
                 assert_eq!(content_type.as_deref(), Some("image/webp"));
@@ -340,10 +382,59 @@ mod tests {
             .await
             .expect("put");
         let siblings = Siblings::new(files, fake_encode);
-        let answered = answer(&siblings, &Method::GET, "/img/upload/a--1.big.gif.avif").await;
+        let answered = answer(
+            &siblings,
+            &Method::GET,
+            "/img/upload/a--1.big.gif.avif",
+            None,
+        )
+        .await;
         assert_eq!(answered.status(), 307);
         let location = header(&answered, "location");
         assert_eq!(location.as_deref(), Some("/img/upload/a--1.big.gif.webp"));
+    }
+
+    /// Stands in for an encode longer than the invocation has left (a 50 MP original).
+    fn slow_encode(
+        source: SiblingSource<'_>,
+        format: SiblingFormat,
+    ) -> crate::error::Result<Option<Vec<u8>>> {
+        std::thread::sleep(Duration::from_millis(600));
+        fake_encode(source, format)
+    }
+
+    /// Past the invocation's deadline (less the margin) the variant is answered, cacheable
+    /// as for an encode failure, instead of a timeout CloudFront caches nothing of; the
+    /// encode goes on and stores the sibling for the next request.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sibling_not_made_before_the_deadline_answers_the_variant() {
+        let files: SharedFiles = Arc::new(MemoryFiles::new());
+        let variant = "img/upload/d--1.medium.jpg";
+        files
+            .put(variant, Bytes::from("medium"), "image/jpeg")
+            .await
+            .expect("put");
+        let siblings = Siblings::new(Arc::clone(&files), slow_encode);
+        let path = format!("/{variant}.avif");
+        let started = Instant::now();
+        let deadline = started + ANSWER_MARGIN + Duration::from_millis(100);
+        let answered = answer(&siblings, &Method::GET, &path, Some(deadline)).await;
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(answered.status(), 200);
+        assert_eq!(&answered.body()[..], b"medium");
+        let cache_control = header(&answered, "cache-control");
+        assert_eq!(cache_control.as_deref(), Some(FALLBACK_CACHE_CONTROL));
+        // The making went on without the request.
+        let stored = format!("{variant}.avif");
+        let until = Instant::now() + Duration::from_secs(10);
+        while files.read(&stored, 100).await.expect("read").is_none() {
+            assert!(Instant::now() < until, "the sibling was never stored");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 

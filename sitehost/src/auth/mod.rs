@@ -124,6 +124,30 @@ pub async fn authenticate(
     })
 }
 
+/// Whether a request can be signed at all, judged from its head before its form-encoded
+/// body is read: with its oauth parameters in the `Authorization` header or the query,
+/// they must be whole (RFC 5849 3.1) and fresh (the timestamp window), and the body is
+/// read only then; without them, the body may carry them itself (RFC 5849 3.5.2). A head
+/// that fails is a 401, its body never read.
+pub fn head_may_be_signed(
+    authorization: Option<&str>,
+    query: &[(String, String)],
+    now: i64,
+) -> crate::Result<()> {
+    let in_head = authorization.is_some_and(|h| !h.trim().is_empty())
+        || query.iter().any(|(name, _)| name == "oauth_signature");
+    if !in_head {
+        return Ok(());
+    }
+    let signed = oauth1::SignedRequest::parse(authorization, query)?;
+    if !timestamp_acceptable(signed.timestamp, now) {
+        return Err(crate::error::ApiError::Unauthorized(format!(
+            "oauth_timestamp is more than {TIMESTAMP_WINDOW_SECS} seconds from the server's clock"
+        )));
+    }
+    Ok(())
+}
+
 /// Records the nonce of an authenticated request; a replay is a 401.
 pub async fn record_nonce(
     keys: &dyn crate::store::KeyStore,

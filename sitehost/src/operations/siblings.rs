@@ -18,8 +18,12 @@
 //! - a variant is read only under an encoder's permit (one per core), and at most
 //!   `QUEUED_PER_ENCODER` requests per encoder wait for one: past that the answer is
 //!   `Sibling::NotNow` and the caller answers the variant, unread here;
-//! - one request makes a given sibling at a time, the others at once wait for its answer
-//!   (single-flight); once made it is served from storage;
+//! - one task makes a given sibling at a time, and every request for it at once waits for
+//!   its answer (single-flight); once made it is served from storage. The task, not the
+//!   request that started it, owns the queue's permit and the single-flight slot: a
+//!   requester that goes away (a viewer closing the page) leaves the encode to finish,
+//!   store the sibling and answer the others, so hang-ups neither waste an encode nor
+//!   start more than the queue holds;
 //! - a sibling that could not be made or stored is not tried again for `RETRY_AFTER`, and
 //!   one that is not made in its format is not read again for `STAND_IN_REMEMBERED`
 //!   (each remembered for at most `MAX_REMEMBERED` paths).
@@ -92,19 +96,24 @@ pub enum Sibling {
 /// What the encoder made of a variant, or how its task ended (a panic).
 type EncodeOutcome = std::result::Result<Result<Option<Vec<u8>>>, tokio::task::JoinError>;
 
-/// The answer of the one request making a sibling, for those that waited for it.
-type Outcome = std::result::Result<Sibling, String>;
+/// The answer of the task making a sibling, for every request that waited for it.
+type Outcome = std::result::Result<Sibling, SharedError>;
 type Slot = Arc<tokio::sync::Mutex<Option<Outcome>>>;
 
-/// Built once per cold start (or once by `sitehost serve`).
+/// Built once per cold start (or once by `sitehost serve`); clones share everything.
+#[derive(Clone)]
 pub struct Siblings {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     files: SharedFiles,
     encode: SiblingEncoder,
     /// Encodings run on the blocking pool, at most one per core at a time; a variant is
     /// read only under one of these permits, so waiting requests hold no variant.
     encoding: Semaphore,
-    /// Requests making a sibling, running or waiting for `encoding`.
-    queue: Semaphore,
+    /// Tasks making a sibling, running or waiting for `encoding`.
+    queue: Arc<Semaphore>,
     /// The sibling paths being made now.
     in_flight: Mutex<HashMap<String, Slot>>,
     failures: Mutex<Remembered>,
@@ -118,65 +127,78 @@ impl Siblings {
     }
 
     fn with_encoders(files: SharedFiles, encode: SiblingEncoder, encoders: usize) -> Self {
-        Siblings {
+        let inner = Inner {
             files,
             encode,
             encoding: Semaphore::new(encoders),
-            queue: Semaphore::new(encoders * (1 + QUEUED_PER_ENCODER)),
+            queue: Arc::new(Semaphore::new(encoders * (1 + QUEUED_PER_ENCODER))),
             in_flight: Mutex::default(),
             failures: Mutex::new(Remembered::default()),
             stand_ins: Mutex::new(Remembered::default()),
+        };
+        Siblings {
+            inner: Arc::new(inner),
         }
+    }
+
+    /// The store siblings are made in.
+    pub fn files(&self) -> &SharedFiles {
+        &self.inner.files
     }
 
     /// Makes and stores the sibling at `sibling_path` (a stored path, no leading slash),
     /// or says why there is none. An error is a file store failure before anything was made.
+    /// Dropping the returned future leaves the making to finish (see the module's comment).
     pub async fn make(&self, sibling_path: &str) -> Result<Sibling> {
         let Some((_, format)) = named_sibling(sibling_path) else {
             return Ok(Sibling::Missing);
         };
+        let inner = &self.inner;
         let now = Instant::now();
         if let Some(stand_in) = format.stand_in() {
-            if lock(&self.stand_ins).contains(sibling_path, now) {
+            if lock(&inner.stand_ins).contains(sibling_path, now) {
                 return Ok(Sibling::StandIn(stand_in));
             }
         }
-        if lock(&self.failures).contains(sibling_path, now) {
+        if lock(&inner.failures).contains(sibling_path, now) {
             return Ok(Sibling::NotNow);
         }
-        loop {
-            let (slot, leader) = {
-                let mut in_flight = lock(&self.in_flight);
-                match in_flight.get(sibling_path) {
-                    Some(slot) => (Arc::clone(slot), None),
-                    None => {
-                        let slot = Slot::default();
-                        in_flight.insert(sibling_path.to_string(), Arc::clone(&slot));
-                        let leader = Leader {
-                            in_flight: &self.in_flight,
-                            path: sibling_path,
-                            slot: Arc::clone(&slot),
-                        };
-                        (slot, Some(leader))
-                    }
+        let slot = {
+            let mut in_flight = lock(&inner.in_flight);
+            match in_flight.get(sibling_path) {
+                Some(slot) => Arc::clone(slot),
+                None => {
+                    let Ok(queued) = Arc::clone(&inner.queue).try_acquire_owned() else {
+                        return Ok(Sibling::NotNow);
+                    };
+                    let slot = Slot::default();
+                    // New, so free: locked before anyone can wait on it.
+                    let outcome = Arc::clone(&slot)
+                        .try_lock_owned()
+                        .map_err(ApiError::internal)?;
+                    in_flight.insert(sibling_path.to_string(), Arc::clone(&slot));
+                    let leader = Leader {
+                        inner: Arc::clone(inner),
+                        path: sibling_path.to_string(),
+                        slot: Arc::clone(&slot),
+                    };
+                    tokio::spawn(leader.run(format, outcome, queued));
+                    slot
                 }
-            };
-            let mut outcome = slot.lock().await;
-            if let Some(done) = outcome.as_ref() {
-                return done.clone().map_err(ApiError::internal);
             }
-            // A follower finding no answer: the request making it was dropped. Start over.
-            let Some(_leader) = leader else { continue };
-            let Ok(_queued) = self.queue.try_acquire() else {
-                *outcome = Some(Ok(Sibling::NotNow));
-                return Ok(Sibling::NotNow);
-            };
-            let made = self.make_now(sibling_path, format).await;
-            *outcome = Some(made.as_ref().map(Clone::clone).map_err(|e| error_chain(e)));
-            return made;
+        };
+        let outcome = slot.lock().await;
+        match outcome.as_ref() {
+            Some(done) => done.clone().map_err(|err| err.to_error()),
+            // The task ended without an answer: it panicked (logged by the runtime).
+            None => Err(ApiError::internal(
+                "a sibling's making ended without an answer",
+            )),
         }
     }
+}
 
+impl Inner {
     async fn make_now(&self, sibling_path: &str, format: SiblingFormat) -> Result<Sibling> {
         let variant = &sibling_path[..sibling_path.len() - format.extension().len() - 1];
         let Some((original_path, size)) = variant_parts(variant) else {
@@ -277,11 +299,6 @@ impl Siblings {
         Ok(Some((bytes, encoded)))
     }
 
-    /// The store siblings are made in.
-    pub fn files(&self) -> &SharedFiles {
-        &self.files
-    }
-
     fn failed(&self, sibling_path: &str) {
         lock(&self.failures).insert(sibling_path, Instant::now() + RETRY_AFTER);
     }
@@ -307,21 +324,76 @@ fn named_sibling(path: &str) -> Option<(&str, SiblingFormat)> {
     }
 }
 
-/// The request making a sibling: its entry leaves `in_flight` when it is done or dropped.
-struct Leader<'a> {
-    in_flight: &'a Mutex<HashMap<String, Slot>>,
-    path: &'a str,
+/// The task making a sibling: its entry leaves `in_flight` when it is done (or panicked).
+struct Leader {
+    inner: Arc<Inner>,
+    path: String,
     slot: Slot,
 }
 
-impl Drop for Leader<'_> {
+impl Leader {
+    /// Makes the sibling and answers everyone waiting on the slot, holding the queue's
+    /// permit until then.
+    async fn run(
+        self,
+        format: SiblingFormat,
+        mut outcome: tokio::sync::OwnedMutexGuard<Option<Outcome>>,
+        _queued: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        let made = self.inner.make_now(&self.path, format).await;
+        *outcome = Some(made.map_err(|err| SharedError::of(&err)));
+        // The answer is in before the entry leaves `in_flight` (on drop).
+        drop(outcome);
+    }
+}
+
+impl Drop for Leader {
     fn drop(&mut self) {
-        let mut in_flight = lock(self.in_flight);
+        let mut in_flight = lock(&self.inner.in_flight);
         if in_flight
-            .get(self.path)
+            .get(&self.path)
             .is_some_and(|slot| Arc::ptr_eq(slot, &self.slot))
         {
-            in_flight.remove(self.path);
+            in_flight.remove(&self.path);
+        }
+    }
+}
+
+/// A making's error, as every waiting request gets it: a temporary one stays a 503 with
+/// its `Retry-After`, any other is internal (its chain logged once, here).
+#[derive(Debug, Clone, PartialEq)]
+enum SharedError {
+    Unavailable {
+        message: String,
+        retry_after_secs: u64,
+    },
+    Internal(String),
+}
+
+impl SharedError {
+    fn of(err: &ApiError) -> Self {
+        match err {
+            ApiError::Unavailable {
+                message,
+                retry_after_secs,
+            } => SharedError::Unavailable {
+                message: message.clone(),
+                retry_after_secs: *retry_after_secs,
+            },
+            other => SharedError::Internal(error_chain(other)),
+        }
+    }
+
+    fn to_error(&self) -> ApiError {
+        match self {
+            SharedError::Unavailable {
+                message,
+                retry_after_secs,
+            } => ApiError::Unavailable {
+                message: message.clone(),
+                retry_after_secs: *retry_after_secs,
+            },
+            SharedError::Internal(chain) => ApiError::internal(chain.clone()),
         }
     }
 }
@@ -702,6 +774,70 @@ mod tests {
             (1 + QUEUED_PER_ENCODER, 12 - 1 - QUEUED_PER_ENCODER)
         );
         assert_eq!(files.reads.load(Ordering::SeqCst), 1 + QUEUED_PER_ENCODER);
+    }
+
+    /// `slow_encode` for the hang-up tests, counting its runs in `ORPHAN_ENCODES`.
+    static ORPHAN_ENCODES: AtomicUsize = AtomicUsize::new(0);
+    fn orphan_encode(source: SiblingSource<'_>, format: SiblingFormat) -> Result<Option<Vec<u8>>> {
+        ORPHAN_ENCODES.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Ok(Some(tagged(format, source.variant)))
+    }
+
+    /// A request that goes away (a viewer closing the page) leaves the encode to finish and
+    /// store the sibling; the next request finds it made, no second encode; and however
+    /// many requesters hang up, no more encodes run than the queue holds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_requester_that_hangs_up_leaves_the_sibling_made_and_stored() {
+        let stored: Vec<(String, String)> = (0..20)
+            .map(|i| {
+                (
+                    format!("img/upload/h--{}.big.png", i + 1),
+                    format!("png {i}"),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, &str)> = stored
+            .iter()
+            .map(|(p, b)| (p.as_str(), b.as_str()))
+            .collect();
+        let files = store_with(&refs).await;
+        let siblings = Siblings::with_encoders(Arc::clone(&files), orphan_encode, 1);
+        let before = ORPHAN_ENCODES.load(Ordering::SeqCst);
+        // Twenty requests for twenty siblings, each dropped as soon as it started.
+        for (variant, _) in &stored {
+            let path = format!("{variant}.webp");
+            let request = siblings.make(&path);
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(5), request).await;
+        }
+        // The first is stored once its encode is done, although nobody waits for it.
+        let first = format!("{}.webp", stored[0].0);
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while files.read(&first, 100).await.expect("read").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the orphaned sibling was never stored"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        // Every making let in finishes and stores its sibling; the rest were refused at
+        // once (the queue holds one encoding and QUEUED_PER_ENCODER waiting).
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let queue = 1 + QUEUED_PER_ENCODER;
+        while !lock(&siblings.inner.in_flight).is_empty()
+            || siblings.inner.queue.available_permits() < queue
+        {
+            assert!(Instant::now() < deadline, "makings still running");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let encodes = ORPHAN_ENCODES.load(Ordering::SeqCst) - before;
+        assert_eq!(encodes, 1 + QUEUED_PER_ENCODER);
+        let made = stored_paths(&files)
+            .await
+            .into_iter()
+            .filter(|p| p.ends_with(".webp"))
+            .count();
+        assert_eq!(made, encodes);
     }
 
     #[tokio::test]

@@ -1,8 +1,14 @@
 //! The connection cap of `sitehost serve`, fair to clients that send requests. At the cap,
 //! a new connection evicts the open one that has waited longest for a request head (a new
 //! connection, or a keep-alive one between requests), so idle sockets cannot lock out a
-//! client that sends requests, however many one client opens. Only when every connection
-//! is in the middle of a request is a new one refused.
+//! client that sends requests, however many one client opens. A request not admitted yet
+//! (a head in, its signature, nonce and budget not yet checked: an unsigned form body
+//! arriving) is evictable the same way, by how long it has waited for admission, so
+//! requests no key stands behind cannot lock out one whose head authenticates either (a
+//! signed request waits for admission for milliseconds, an unsigned body for seconds; and a
+//! client's keep-alive connection between requests is not evicted before them).
+//! Only when every connection holds an admitted request (or is writing an answer) is a new
+//! one refused.
 //!
 //! The choice never looks at the peer's address, so it works the same behind a proxy.
 
@@ -32,11 +38,24 @@ pub struct Slot {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
-    /// Waiting for a request head since then: may be evicted.
+    /// Waiting for a request head since then: evictable.
     Waiting(Instant),
-    /// A request head arrived and its answer is not sent yet.
+    /// A request head arrived then, and the request is not admitted yet: evictable.
+    Unadmitted(Instant),
+    /// The request was admitted, or its answer is being written: kept until it is sent.
     Busy,
     Evicted,
+}
+
+impl State {
+    /// Since when an evictable connection has waited (for a head, or for its request's
+    /// admission): the longest waiting is evicted first. `None` when not evictable.
+    fn waiting_since(self) -> Option<Instant> {
+        match self {
+            State::Waiting(since) | State::Unadmitted(since) => Some(since),
+            State::Busy | State::Evicted => None,
+        }
+    }
 }
 
 /// Locks whatever a panicking thread left: every state written is whole.
@@ -52,8 +71,8 @@ impl Connections {
         })
     }
 
-    /// Admits a new connection, evicting the longest-waiting one at the cap; `None` when
-    /// every open connection is in the middle of a request.
+    /// Admits a new connection, evicting one at the cap (see the module's comment); `None`
+    /// when every open connection holds an admitted request.
     pub fn admit(self: &Arc<Self>, now: Instant) -> Option<Connection> {
         let mut open = lock(&self.open);
         if open.slots.len() >= self.cap {
@@ -88,16 +107,14 @@ impl Connections {
 }
 
 impl Open {
-    /// The connection that has waited longest for a request head. Its state is read under
-    /// the registry's lock, which every eviction holds, so it cannot be evicted twice; it
-    /// may turn busy right after, which only means its head arrived as it was dropped.
+    /// The connection to evict: the one that has waited longest for a request head or for
+    /// its request's admission. Its state is read under the
+    /// registry's lock, which every eviction holds, so it cannot be evicted twice; it may
+    /// turn busy right after, which only means its request was admitted as it was dropped.
     fn longest_waiting(&self) -> Option<(u64, Arc<Slot>)> {
         self.slots
             .iter()
-            .filter_map(|(id, slot)| match *lock(&slot.state) {
-                State::Waiting(since) => Some((since, *id, slot)),
-                State::Busy | State::Evicted => None,
-            })
+            .filter_map(|(id, slot)| Some((lock(&slot.state).waiting_since()?, *id, slot)))
             .min_by_key(|(since, id, _)| (*since, *id))
             .map(|(_, id, slot)| (id, Arc::clone(slot)))
     }
@@ -129,24 +146,48 @@ impl Drop for Connection {
 }
 
 impl Slot {
-    /// A request head has arrived: the connection cannot be evicted until the returned
-    /// guard is dropped, which the server does when the answer's body is done.
+    /// A request head has arrived: the connection is evicted only when none waits for a
+    /// head, until [`Request::admitted`]; then not until the returned guard is dropped,
+    /// which the server does when the answer's body is done.
     pub fn request(self: &Arc<Self>) -> Request {
         let mut state = lock(&self.state);
         if *state != State::Evicted {
-            *state = State::Busy;
+            *state = State::Unadmitted(Instant::now());
         }
         Request(Arc::clone(self))
+    }
+}
+
+#[cfg(test)]
+impl Slot {
+    fn evicted_now(&self) -> bool {
+        *lock(&self.state) == State::Evicted
     }
 }
 
 /// A request under way on a connection (see [`Slot::request`]).
 pub struct Request(Arc<Slot>);
 
+impl Request {
+    /// The request is admitted (its signature, nonce and budget checked, or its staged
+    /// form's claim taken), or its answer is being written: the connection is kept.
+    pub fn admitted(&self) {
+        let mut state = lock(&self.0.state);
+        if matches!(*state, State::Unadmitted(_)) {
+            *state = State::Busy;
+        }
+    }
+
+    /// Whether [`Request::admitted`] was called (or the connection was evicted meanwhile).
+    pub fn is_admitted(&self) -> bool {
+        !matches!(*lock(&self.0.state), State::Unadmitted(_))
+    }
+}
+
 impl Drop for Request {
     fn drop(&mut self) {
         let mut state = lock(&self.0.state);
-        if *state == State::Busy {
+        if matches!(*state, State::Busy | State::Unadmitted(_)) {
             *state = State::Waiting(Instant::now());
         }
     }
@@ -168,6 +209,7 @@ mod tests {
         let third = connections.admit(at(2)).expect("room");
         // The first is mid-request: the second, the longest waiting, is evicted.
         let request = first.slot().request();
+        request.admitted();
         let fourth = connections.admit(at(3)).expect("evicts one");
         assert_eq!(connections.len(), 3);
         tokio::time::timeout(Duration::from_secs(1), second.evicted())
@@ -185,12 +227,39 @@ mod tests {
             fourth.slot().request(),
             fifth.slot().request(),
         ];
+        busy.iter().for_each(Request::admitted);
         assert!(connections.admit(Instant::now()).is_none());
         assert_eq!(connections.len(), 3);
         // A connection closed makes room without evicting anyone.
         drop(fifth);
         assert!(connections.admit(Instant::now()).is_some());
         drop(busy);
+    }
+
+    /// Requests not admitted yet (an unsigned body arriving) are evicted as idle
+    /// connections are, the longest waiting first; admitted ones never are.
+    #[tokio::test]
+    async fn unadmitted_requests_are_evicted_like_idle_connections() {
+        let connections = Connections::new(3);
+        let t0 = Instant::now() - Duration::from_secs(1);
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let signed = connections.admit(at(0)).expect("room");
+        let unsigned = connections.admit(at(1)).expect("room");
+        let idle = connections.admit(at(2)).expect("room");
+        let admitted = signed.slot().request();
+        admitted.admitted();
+        let unsigned_request = unsigned.slot().request();
+        assert!(!unsigned_request.is_admitted());
+        // A keep-alive connection idle since now is newer than the unadmitted request.
+        drop(idle.slot().request());
+        let _newer = connections
+            .admit(Instant::now())
+            .expect("evicts the unsigned one");
+        tokio::time::timeout(Duration::from_secs(1), unsigned.evicted())
+            .await
+            .expect("the unadmitted request was evicted");
+        assert!(!signed.slot.evicted_now() && !idle.slot.evicted_now());
+        drop(unsigned_request);
     }
 
     #[test]

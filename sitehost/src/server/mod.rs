@@ -2,12 +2,16 @@
 //! functions use, with the limits a server facing slow, heavy and numerous clients needs
 //! (on Lambda, API Gateway and CloudFront set them):
 //! - a cap on open connections, below the file descriptor limit; at it a new connection
-//!   evicts the one that has waited longest for a request head (`server::connections`), or
-//!   is answered 503 and closed at once when every one is mid-request; accept errors back
-//!   off instead of spinning;
-//! - a deadline for the request head, one for the body, and one for every write;
+//!   evicts the one that has waited longest for a request head, else the one whose request
+//!   has waited longest for admission (`server::connections`), or is answered 503 and
+//!   closed at once when every one holds an admitted request; accept errors back off
+//!   instead of spinning;
+//! - a deadline for the request head, one for the body with a minimum pace (shorter for a
+//!   body read before admission: `server::paced_body`), and one for every write;
 //! - a request body is read only once the request is admitted (signature, nonce, budget),
-//!   so an unsigned or replayed request never has its body buffered;
+//!   so an unsigned or replayed request never has its body buffered; only a form body,
+//!   whose parameters are signed, is read before, on an evictable connection;
+//! - staged forms claimed per session, capped, and streamed to disk (`server::staged_form`);
 //! - stored files are streamed from disk in bounded chunks.
 //!
 //! Image uploads bound their own fetches and pipeline runs (`upload::slots`).
@@ -19,9 +23,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use bytes::BytesMut;
+use futures_util::StreamExt;
 use http::header::{HeaderValue, CONNECTION, X_CONTENT_TYPE_OPTIONS};
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -29,18 +34,21 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_io_timeout::TimeoutStream;
 
-use crate::api::body::{body_too_large, RequestBody};
+use crate::api::body::{body_too_large, OnAdmitted, RequestBody};
 use crate::api::App;
 use crate::config::{ServerLimits, StoreKind};
 use crate::error::{ApiError, Result};
 use crate::operations::siblings::Siblings;
 use crate::server::connections::{Connection, Connections, Request as Underway};
 use crate::server::file_answer::{serve_file, whole, ServedBody};
+use crate::server::paced_body::{PaceError, PacedBody};
+use crate::server::staged_form::StagedForms;
 use crate::store::disk_files::LocalFiles;
 
 pub mod connections;
 pub mod docs;
 mod file_answer;
+pub mod paced_body;
 pub mod staged_form;
 
 /// What every connection shares: the app, the limits and the stored files.
@@ -50,14 +58,46 @@ struct Shared {
     local_files: Option<LocalFiles>,
     /// Makes the siblings not stored yet, in a build with the image pipeline.
     siblings: Option<Siblings>,
+    /// The staged uploads' forms being received.
+    staged_forms: StagedForms,
     limits: ServerLimits,
 }
 
-/// A request body still on the connection: read, within the body deadline, only when the
-/// app asks for it.
+impl Shared {
+    fn new(app: Arc<App>, limits: ServerLimits) -> Self {
+        // With the embedded store, `sitehost serve` is also the frontend host of its files.
+        let local_files = match &app.services.config.store {
+            StoreKind::Embedded { data_dir } => match LocalFiles::open(data_dir) {
+                Ok(files) => Some(files),
+                Err(err) => {
+                    tracing::error!(error = %crate::error::error_chain(&err), "the files directory cannot be opened; files are not served");
+                    None
+                }
+            },
+            StoreKind::DynamoDb { .. } => None,
+        };
+        let siblings = local_files
+            .as_ref()
+            .and_then(|_| crate::deployment::siblings(app.services.files.as_ref()));
+        let staged_forms = StagedForms::new(local_files.clone(), limits.max_connections);
+        Shared {
+            app,
+            local_files,
+            siblings,
+            staged_forms,
+            limits,
+        }
+    }
+}
+
+/// A request body still on the connection: read, at its pace and within its deadline
+/// (`server::paced_body`), only when the app asks for it.
 struct ConnectionBody {
     body: Incoming,
     timeout: Duration,
+    /// Whether the request is admitted: a body read before (a form's, whose parameters
+    /// are signed) gets the short deadline of an unsigned one.
+    underway: Arc<Underway>,
     /// Set once reading starts: an unread body makes the connection unusable.
     read: Arc<AtomicBool>,
 }
@@ -70,32 +110,37 @@ impl RequestBody for ConnectionBody {
 
     async fn read(self, limit: usize) -> Result<Bytes> {
         self.read.store(true, Ordering::Relaxed);
+        let timeout = if self.underway.is_admitted() {
+            self.timeout
+        } else {
+            self.timeout.min(paced_body::UNSIGNED_BODY_TIMEOUT)
+        };
         // Read at most one byte past the limit, so a huge body is refused without
-        // buffering it, and within the body deadline, so a trickling one cannot hold the
-        // connection.
-        let reading = Limited::new(self.body, limit).collect();
-        match tokio::time::timeout(self.timeout, reading).await {
-            Ok(Ok(collected)) => Ok(collected.to_bytes()),
-            Ok(Err(err))
-                if err
-                    .downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                Err(body_too_large(limit))
+        // buffering it, and at its pace, so a trickling one cannot hold the connection.
+        let mut body = PacedBody::new(self.body, timeout);
+        let mut collected = BytesMut::new();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|err| match err {
+                PaceError::Read(_) => ApiError::invalid("The request body could not be read."),
+                late => {
+                    tracing::warn!(error = %late, "request body not received in time");
+                    late.to_api("The request body")
+                }
+            })?;
+            if collected.len() + chunk.len() > limit {
+                return Err(body_too_large(limit));
             }
-            Ok(Err(_)) => Err(ApiError::invalid("The request body could not be read.")),
-            Err(_) => {
-                tracing::warn!("request body not received in time");
-                Err(ApiError::RequestTimeout(format!(
-                    "The request body was not received within {} s.",
-                    self.timeout.as_secs_f64()
-                )))
-            }
+            collected.extend_from_slice(&chunk);
         }
+        Ok(collected.freeze())
     }
 }
 
-async fn serve_one(shared: &Shared, req: Request<Incoming>) -> Response<ServedBody> {
+async fn serve_one(
+    shared: &Shared,
+    req: Request<Incoming>,
+    underway: &Arc<Underway>,
+) -> Response<ServedBody> {
     // The API reference (`/api/v2/openapi.json`, `/docs/`): public, so before any signing.
     if let Some(response) = crate::server::docs::serve(req.method(), req.uri().path()) {
         return response.map(whole);
@@ -115,26 +160,32 @@ async fn serve_one(shared: &Shared, req: Request<Incoming>) -> Response<ServedBo
     {
         return response;
     }
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     // A staged upload's form, when this server keeps the files: unsigned, like S3's.
-    let body = match crate::server::staged_form::receive(
-        &shared.app,
-        &parts.method,
-        parts.uri.path(),
-        &parts.headers,
-        body,
-        shared.limits.body_timeout,
-    )
-    .await
+    let body = match shared
+        .staged_forms
+        .receive(
+            &shared.app,
+            &parts,
+            body,
+            shared.limits.body_timeout,
+            underway,
+        )
+        .await
     {
         Ok(response) => return response.map(whole),
         Err(body) => body,
     };
     let has_body = body.size_hint().exact() != Some(0);
     let read = Arc::new(AtomicBool::new(false));
+    let admitted = Arc::clone(underway);
+    parts
+        .extensions
+        .insert(OnAdmitted(Arc::new(move || admitted.admitted())));
     let body = ConnectionBody {
         body,
         timeout: shared.limits.body_timeout,
+        underway: Arc::clone(underway),
         read: Arc::clone(&read),
     };
     let mut response = shared.app.handle_head(parts, body).await;
@@ -225,26 +276,12 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     let builder = Arc::new(builder);
-    // With the embedded store, `sitehost serve` is also the frontend host of its files.
-    let local_files = match &app.services.config.store {
-        StoreKind::Embedded { data_dir } => match LocalFiles::open(data_dir) {
-            Ok(files) => Some(files),
-            Err(err) => {
-                tracing::error!(error = %crate::error::error_chain(&err), "the files directory cannot be opened; files are not served");
-                None
-            }
-        },
-        StoreKind::DynamoDb { .. } => None,
-    };
-    let siblings = local_files
-        .as_ref()
-        .and_then(|_| crate::deployment::siblings(app.services.files.as_ref()));
     let connections = Connections::new(limits.max_connections);
-    let shared = Arc::new(Shared {
-        app,
-        local_files,
-        siblings,
-        limits,
+    let shared = Arc::new(Shared::new(app, limits));
+    // Staged files expire as the staging bucket's do; aborted when the server stops.
+    let sweeping = shared.local_files.clone().map(|files| {
+        let clock = Arc::clone(&shared.app.services.clock);
+        tokio::spawn(crate::server::staged_form::sweep_forever(files, clock))
     });
     let mut backoff = AcceptBackoff::default();
     tokio::pin!(shutdown);
@@ -286,6 +323,9 @@ pub async fn serve(
             }
         });
     }
+    if let Some(sweeping) = sweeping {
+        sweeping.abort();
+    }
 }
 
 async fn serve_connection(
@@ -302,10 +342,12 @@ async fn serve_connection(
     let slot = connection.slot();
     let service = service_fn(move |req| {
         let shared = Arc::clone(&shared);
-        // The head is in: not evictable until the answer's body is done.
-        let underway = slot.request();
+        // The head is in: evictable only until the request is admitted, or its answer is
+        // ready; then kept until the answer's body is done.
+        let underway = Arc::new(slot.request());
         async move {
-            let mut response = serve_one(&shared, req).await;
+            let mut response = serve_one(&shared, req, &underway).await;
+            underway.admitted();
             // As the deployed frontend (CloudFront's response headers policy): a browser
             // never second-guesses the type of a stored file or an answer.
             response
@@ -329,7 +371,7 @@ async fn serve_connection(
 /// it and drops it.
 struct Answer {
     body: ServedBody,
-    _underway: Underway,
+    _underway: Arc<Underway>,
 }
 
 impl Body for Answer {

@@ -8,19 +8,109 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::error::{ApiError, Result};
-use crate::store::files::{content_type_of, FilePage, FileStore, StoredFile, UploadForm};
+use crate::store::files::{
+    content_type_of, FilePage, FileStore, StoredFile, UploadForm, STAGING_PREFIX,
+};
 
-/// Files in `<data dir>/files`.
+/// Files in `<data dir>/files`; files being received in `<data dir>/incoming`, on the same
+/// file system, so a whole one is linked into place.
+#[derive(Clone)]
 pub struct LocalFiles {
     root: PathBuf,
+    incoming: PathBuf,
 }
+
+/// A file being received (a staged form's), in `<data dir>/incoming`: removed when dropped,
+/// stored or not. One left by a crash is removed by the sweep ([`LocalFiles::sweep_staged`]).
+pub struct IncomingFile {
+    path: PathBuf,
+    file: tokio::fs::File,
+}
+
+impl IncomingFile {
+    pub async fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        tokio::io::AsyncWriteExt::write_all(&mut self.file, bytes)
+            .await
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        Ok(())
+    }
+
+    /// Flushes what was written to the file system.
+    pub async fn finish(&mut self) -> Result<()> {
+        tokio::io::AsyncWriteExt::flush(&mut self.file)
+            .await
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        Ok(())
+    }
+}
+
+impl Drop for IncomingFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// How old a file in `<data dir>/incoming` is before the sweep removes it: older than any
+/// form's body deadline, so only one a crash left.
+pub const INCOMING_LEFT_AFTER_SECS: i64 = 3600;
 
 impl LocalFiles {
     pub fn open(data_dir: &Path) -> Result<Self> {
         let root = data_dir.join("files");
-        std::fs::create_dir_all(&root)
-            .with_context(|| format!("cannot create {}", root.display()))?;
-        Ok(LocalFiles { root })
+        let incoming = data_dir.join("incoming");
+        for dir in [&root, &incoming] {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        Ok(LocalFiles { root, incoming })
+    }
+
+    /// A new empty file to receive one into.
+    pub async fn incoming(&self) -> Result<IncomingFile> {
+        let path = self
+            .incoming
+            .join(format!("{:016x}", rand::random::<u64>()));
+        let file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .await
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(IncomingFile { path, file })
+    }
+
+    /// Stores a received file at `path`, never replacing a stored one.
+    pub async fn store_incoming(&self, path: &str, incoming: IncomingFile) -> Result<()> {
+        let file = self.creatable(path).await?;
+        let linked = tokio::fs::hard_link(&incoming.path, &file).await;
+        drop(incoming);
+        Ok(linked.with_context(|| format!("cannot store {path}"))?)
+    }
+
+    /// Removes the staged files (under `staging/`) modified at least `kept_secs` before
+    /// `now`, as the staging bucket's lifecycle rule expires them, and the files a crash
+    /// left in `<data dir>/incoming` ([`INCOMING_LEFT_AFTER_SECS`]); how many of each.
+    /// Blocking: run it on the blocking pool.
+    pub fn sweep_staged(&self, now: i64, kept_secs: i64) -> Result<(usize, usize)> {
+        let staging = self.root.join(STAGING_PREFIX.trim_end_matches('/'));
+        let staged = remove_older(&staging, now - kept_secs)?;
+        let incoming = remove_older(&self.incoming, now - INCOMING_LEFT_AFTER_SECS)?;
+        Ok((staged, incoming))
+    }
+
+    /// The file for `path`, its directory created.
+    async fn creatable(&self, path: &str) -> Result<PathBuf> {
+        let file = self.resolve(path).ok_or_else(|| {
+            ApiError::internal(format!(
+                "refusing to store outside the files directory: {path}"
+            ))
+        })?;
+        if let Some(dir) = file.parent() {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        Ok(file)
     }
 
     /// The file for a URL path, or `None` if the path could leave the files directory
@@ -57,16 +147,7 @@ impl LocalFiles {
 #[async_trait]
 impl FileStore for LocalFiles {
     async fn put(&self, path: &str, bytes: Bytes, _content_type: &str) -> Result<()> {
-        let file = self.resolve(path).ok_or_else(|| {
-            ApiError::internal(format!(
-                "refusing to store outside the files directory: {path}"
-            ))
-        })?;
-        if let Some(dir) = file.parent() {
-            tokio::fs::create_dir_all(dir)
-                .await
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
+        let file = self.creatable(path).await?;
         // Write a temporary file and rename it, so a reader never sees half a file; link
         // instead of rename so an existing file is never replaced.
         let temp = file.with_extension(format!("tmp-{}", rand::random::<u64>()));
@@ -142,6 +223,39 @@ impl FileStore for LocalFiles {
     }
 }
 
+/// Removes the regular files directly in `dir` modified at or before `cutoff` (Unix
+/// seconds); how many. A directory that does not exist has none.
+fn remove_older(dir: &Path, cutoff: i64) -> Result<usize> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("cannot list {}", dir.display()))
+                .into())
+        }
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.is_file()
+            && modified_secs(&meta) <= cutoff
+            && std::fs::remove_file(entry.path()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// A file's modification time in Unix seconds (0 when the system has none).
+fn modified_secs(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// The regular files under `root` whose relative paths start with `prefix`, sorted.
 fn list_local(root: &Path, prefix: &str) -> Result<Vec<StoredFile>> {
     // Only the directory the prefix names (or its parent) needs walking.
@@ -186,11 +300,7 @@ fn list_local(root: &Path, prefix: &str) -> Result<Vec<StoredFile>> {
             if !relative.starts_with(prefix) {
                 continue;
             }
-            let modified = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            let modified = modified_secs(&meta);
             files.push(StoredFile {
                 path: relative,
                 modified,
@@ -204,6 +314,54 @@ fn list_local(root: &Path, prefix: &str) -> Result<Vec<StoredFile>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Staged files past their keeping are removed, as the staging bucket's rule removes
+    /// them, with what a crash left being received; nothing else is touched. Before: kept
+    /// for good.
+    #[tokio::test]
+    async fn staged_files_past_their_keeping_are_swept() {
+        let dir = tempfile::tempdir().expect("dir");
+        let files = LocalFiles::open(dir.path()).expect("files");
+        let now = 2_000_000_000;
+        let aged = |path: &Path, secs: i64| {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64);
+            let file = std::fs::File::options()
+                .write(true)
+                .open(path)
+                .expect("open");
+            file.set_modified(at).expect("set mtime");
+        };
+        for (path, age) in [
+            ("staging/old", 3600),
+            ("staging/new", 3599),
+            ("img/upload/a--1.jpg", 99_999),
+        ] {
+            files
+                .put(path, Bytes::from_static(b"x"), "x")
+                .await
+                .expect("put");
+            aged(&files.resolve(path).expect("path"), now - age);
+        }
+        let mut crashed = files.incoming().await.expect("incoming");
+        crashed.write(b"half").await.expect("write");
+        aged(&crashed.path, now - INCOMING_LEFT_AFTER_SECS);
+        std::mem::forget(crashed);
+        let mut live = files.incoming().await.expect("incoming");
+        live.write(b"half").await.expect("write");
+        aged(&live.path, now - INCOMING_LEFT_AFTER_SECS + 1);
+        assert_eq!(files.sweep_staged(now, 3600).expect("swept"), (1, 1));
+        assert!(!files.exists("staging/old").await.expect("exists"));
+        assert!(files.exists("staging/new").await.expect("exists"));
+        assert!(files.exists("img/upload/a--1.jpg").await.expect("exists"));
+        assert!(live.path.exists());
+        drop(live);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("incoming"))
+                .expect("dir")
+                .count(),
+            0
+        );
+    }
 
     #[tokio::test]
     async fn paths_cannot_leave_the_files_directory() {

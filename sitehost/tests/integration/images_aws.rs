@@ -152,6 +152,7 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
         &siblings,
         &http::Method::GET,
         &format!("/{medium}.webp"),
+        None,
     )
     .await;
     assert_eq!(made.status(), 200);
@@ -173,6 +174,7 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
         &siblings,
         &http::Method::GET,
         &format!("/{medium}.avif"),
+        None,
     )
     .await;
     assert_eq!(made.status(), 200);
@@ -193,6 +195,7 @@ async fn both_upload_forms_on_dynamodb_and_s3() {
         &siblings,
         &http::Method::GET,
         &format!("/{}.webp", medium.replace(".medium.", ".large.x")),
+        None,
     )
     .await;
     assert_eq!(missing.status(), 404);

@@ -7,6 +7,7 @@ mod bad_input;
 mod budgets;
 mod businesses;
 mod concurrency;
+mod floods;
 mod idempotency;
 mod slow_clients;
 

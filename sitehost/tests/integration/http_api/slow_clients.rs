@@ -18,7 +18,7 @@ fn short_limits() -> ServerLimits {
 }
 
 /// Writes `bytes` one at a time, `every` apart, ignoring errors once the server has hung up.
-fn trickle(
+pub(super) fn trickle(
     mut writer: tokio::net::tcp::OwnedWriteHalf,
     bytes: Vec<u8>,
     every: Duration,
@@ -35,7 +35,7 @@ fn trickle(
 
 /// Reads until the server closes the connection (or `limit` passes): what it sent, and
 /// when it hung up (`None` if it did not within `limit`).
-async fn read_until_closed(
+pub(super) async fn read_until_closed(
     mut reader: tokio::net::tcp::OwnedReadHalf,
     limit: Duration,
 ) -> (String, Option<Duration>) {

@@ -100,6 +100,7 @@ async fn the_function_url_event_gets_a_variant_its_webp_and_avif_siblings() {
                     siblings,
                     request.method(),
                     request.uri().path(),
+                    None,
                 )
                 .await,
             )
