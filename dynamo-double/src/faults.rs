@@ -125,7 +125,7 @@ pub enum Injected {
 
 /// Decides fates and remembers transaction tokens.
 pub struct Injector {
-    faults: Faults,
+    faults: Mutex<Faults>,
     started: Instant,
     rng: Mutex<StdRng>,
     tokens: Mutex<HashMap<String, Remembered>>,
@@ -143,15 +143,20 @@ impl Injector {
     pub fn new(faults: Faults) -> Injector {
         let rng = StdRng::seed_from_u64(faults.seed);
         Injector {
-            faults,
+            faults: Mutex::new(faults),
             started: Instant::now(),
             rng: Mutex::new(rng),
             tokens: Mutex::new(HashMap::new()),
         }
     }
 
-    fn in_outage(&self) -> Option<f64> {
-        let outage = self.faults.outage?;
+    /// Replaces the faults from now on (the generator and the tokens stay).
+    pub fn set(&self, faults: Faults) {
+        *crate::proxy::lock(&self.faults) = faults;
+    }
+
+    fn in_outage(&self, outage: Option<Outage>) -> Option<f64> {
+        let outage = outage?;
         let since = self.started.elapsed().as_secs_f64();
         let phase = since % outage.every.as_secs_f64();
         (phase < outage.length.as_secs_f64()).then_some(outage.rate)
@@ -159,11 +164,15 @@ impl Injector {
 
     /// The fate of a call to `service`; `write`: whether it may change anything.
     pub fn fate(&self, service: Service, write: bool) -> Fate {
-        let rates = match service {
-            Service::DynamoDb => self.faults.dynamodb,
-            Service::S3 => self.faults.s3,
+        let (rates, outage) = {
+            let faults = crate::proxy::lock(&self.faults);
+            let rates = match service {
+                Service::DynamoDb => faults.dynamodb,
+                Service::S3 => faults.s3,
+            };
+            (rates, faults.outage)
         };
-        let before = self.in_outage().unwrap_or(rates.before).max(rates.before);
+        let before = self.in_outage(outage).unwrap_or(rates.before).max(rates.before);
         if before == 0.0 && (rates.after == 0.0 || !write) {
             return Fate::Pass;
         }

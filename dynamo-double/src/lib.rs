@@ -300,6 +300,11 @@ impl DoubleHandle {
         self.shared.stats()
     }
 
+    /// Injects `faults` from now on instead of those it started with.
+    pub fn set_faults(&self, faults: Faults) -> anyhow::Result<()> {
+        self.shared.set_faults(faults)
+    }
+
     /// Stops accepting and ends every connection (in-flight transactions release their
     /// holds; their clients see the connection close).
     pub async fn shutdown(mut self) {

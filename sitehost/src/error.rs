@@ -479,6 +479,93 @@ mod tests {
         assert_eq!(err.body(), json!({"error": "over budget"}));
     }
 
+    /// The one mapping of AWS failures, per kind of error AWS documents as retryable, and
+    /// for the kinds that are not.
+    mod aws {
+        use super::*;
+        use aws_sdk_dynamodb::error::{ConnectorError, ErrorMetadata};
+        use aws_sdk_dynamodb::operation::put_item::PutItemError;
+        use aws_smithy_runtime_api::http::StatusCode;
+
+        type Failure = SdkError<PutItemError, HttpResponse>;
+
+        fn raw(status: u16) -> HttpResponse {
+            HttpResponse::new(StatusCode::try_from(status).expect("a status"), "".into())
+        }
+
+        fn answered(status: u16, code: Option<&str>) -> Failure {
+            let mut meta = ErrorMetadata::builder();
+            if let Some(code) = code {
+                meta = meta.code(code);
+            }
+            SdkError::service_error(PutItemError::generic(meta.build()), raw(status))
+        }
+
+        fn io(message: &str) -> Box<dyn std::error::Error + Send + Sync> {
+            Box::new(std::io::Error::other(message.to_string()))
+        }
+
+        #[test]
+        fn every_retryable_failure_is_a_503_with_retry_after() {
+            let temporary: Vec<(&str, Failure)> = vec![
+                ("500", answered(500, Some("InternalServerError"))),
+                ("throttled", answered(400, Some("ThrottlingException"))),
+                (
+                    "partition",
+                    answered(400, Some("ProvisionedThroughputExceededException")),
+                ),
+                ("account", answered(400, Some("RequestLimitExceeded"))),
+                ("in flight", answered(400, Some("TransactionConflictException"))),
+                ("s3 500", answered(500, Some("InternalError"))),
+                ("s3 slow down", answered(503, Some("SlowDown"))),
+                ("unavailable", answered(503, Some("ServiceUnavailable"))),
+                ("bare 502", answered(502, None)),
+                ("bare 504", answered(504, None)),
+                ("request timeout", answered(400, Some("RequestTimeout"))),
+                ("timeout", SdkError::timeout_error(io("deadline"))),
+                (
+                    "reset",
+                    SdkError::dispatch_failure(ConnectorError::io(io("reset"))),
+                ),
+                (
+                    "connect timeout",
+                    SdkError::dispatch_failure(ConnectorError::timeout(io("slow"))),
+                ),
+                (
+                    "broken answer",
+                    SdkError::response_error(io("eof"), raw(200)),
+                ),
+            ];
+            for (kind, failure) in temporary {
+                let err = ApiError::from_aws("dynamodb", "PutItem", failure);
+                assert_eq!(err.status(), 503, "{kind}");
+                assert_eq!(err.retry_after_secs(), Some(TEMPORARY_RETRY_AFTER_SECS));
+                assert_eq!(err.body(), json!({ "error": TEMPORARY_MESSAGE }), "{kind}");
+                assert!(error_chain(&err).starts_with("dynamodb PutItem"), "{kind}");
+            }
+        }
+
+        #[test]
+        fn other_failures_stay_internal_with_their_cause() {
+            let ours: Vec<(&str, Failure)> = vec![
+                ("invalid", answered(400, Some("ValidationException"))),
+                ("denied", answered(403, Some("AccessDeniedException"))),
+                ("no table", answered(400, Some("ResourceNotFoundException"))),
+                ("not built", SdkError::construction_failure(io("no key"))),
+                (
+                    "bad request",
+                    SdkError::dispatch_failure(ConnectorError::user(io("bad uri"))),
+                ),
+            ];
+            for (kind, failure) in ours {
+                let err = ApiError::from_aws("s3", "put img/a.jpg", failure);
+                assert_eq!(err.status(), 500, "{kind}");
+                assert_eq!(err.retry_after_secs(), None, "{kind}");
+                assert!(error_chain(&err).starts_with("s3 put img/a.jpg"), "{kind}");
+            }
+        }
+    }
+
     #[derive(Debug, thiserror::Error)]
     #[error("{message}")]
     struct Layer {

@@ -84,6 +84,12 @@ impl Shared {
         stats
     }
 
+    pub fn set_faults(&self, faults: Faults) -> anyhow::Result<()> {
+        faults.check()?;
+        self.injector.set(faults);
+        Ok(())
+    }
+
     fn count(&self, update: impl FnOnce(&mut Stats)) {
         update(&mut lock(&self.stats));
     }

@@ -19,6 +19,7 @@
 //! The short run is part of the test suite; `scripts/bench-faults` runs the longer one
 //! (`a_longer_run_through_failures`) and prints its figures for docs/operations.md.
 
+mod applied_then_failed;
 mod checks;
 mod workload;
 
@@ -98,7 +99,8 @@ impl Aws {
     }
 
     /// The stores of the app under test: DynamoDB and S3 through the double, with the SDK's
-    /// default retries; the double takes moto's gate itself.
+    /// default retries, ids taken 20 at a time as deployed (`SITEHOST_ID_BLOCK`); the double
+    /// takes moto's gate itself.
     fn faulty_stores(&self) -> Stores {
         let dynamo = aws_sdk_dynamodb::Client::from_conf(
             support::client_config(&self.double.url())
@@ -108,7 +110,7 @@ impl Aws {
         let s3 = support::s3::client(&self.double.url());
         let files: SharedFiles = Arc::new(S3Files::new(s3, self.bucket.clone()));
         Stores {
-            records: Arc::new(DynamoStore::new(dynamo, self.table.name.clone())),
+            records: Arc::new(DynamoStore::new(dynamo, self.table.name.clone()).with_id_block(20)),
             files: Some(files),
         }
     }
