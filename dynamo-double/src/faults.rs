@@ -172,7 +172,10 @@ impl Injector {
             };
             (rates, faults.outage)
         };
-        let before = self.in_outage(outage).unwrap_or(rates.before).max(rates.before);
+        let before = self
+            .in_outage(outage)
+            .unwrap_or(rates.before)
+            .max(rates.before);
         if before == 0.0 && (rates.after == 0.0 || !write) {
             return Fate::Pass;
         }

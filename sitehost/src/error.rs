@@ -515,7 +515,10 @@ mod tests {
                     answered(400, Some("ProvisionedThroughputExceededException")),
                 ),
                 ("account", answered(400, Some("RequestLimitExceeded"))),
-                ("in flight", answered(400, Some("TransactionConflictException"))),
+                (
+                    "in flight",
+                    answered(400, Some("TransactionConflictException")),
+                ),
                 ("s3 500", answered(500, Some("InternalError"))),
                 ("s3 slow down", answered(503, Some("SlowDown"))),
                 ("unavailable", answered(503, Some("ServiceUnavailable"))),

@@ -24,7 +24,11 @@ fn every_write_applied_then_failed() -> Faults {
 async fn start() -> Option<(Aws, TestApp, ApiKey)> {
     let aws = Aws::start(Faults::none()).await?;
     let direct = aws.direct_stores();
-    let account = direct.records.ensure_account("applied").await.expect("account");
+    let account = direct
+        .records
+        .ensure_account("applied")
+        .await
+        .expect("account");
     let new = NewKey::generate(account.id, None, None, SystemClock.now());
     let key = direct.records.create_key(new).await.expect("key");
     let app = app(aws.faulty_stores()).await;
@@ -71,7 +75,9 @@ async fn a_create_applied_then_failed_is_a_503_and_its_retry_a_replay() {
     aws.double
         .set_faults(every_write_applied_then_failed())
         .expect("faults");
-    let body = json!({"business_name": "Lost answer"}).to_string().into_bytes();
+    let body = json!({"business_name": "Lost answer"})
+        .to_string()
+        .into_bytes();
     let headers = [("idempotency-key", "lost-answer")];
     let failed = client
         .send_with_headers("POST", "/api/v2/businesses/", Some(body.clone()), &headers)

@@ -220,6 +220,42 @@ fn assert_held(run: &Run) {
     );
 }
 
+/// docs/operations.md states the rates the runs inject, and docs/errors.md the wait a
+/// temporary failure's 503 asks for, as the code has them.
+#[test]
+fn the_docs_state_the_rates_and_the_wait() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |doc: &str| std::fs::read_to_string(root.join(doc)).expect("a doc");
+    let operations = read("docs/operations.md");
+    let section = operations
+        .split("## What partners see during an AWS incident")
+        .nth(1)
+        .expect("docs/operations.md has the section");
+    let faults = faults(46);
+    let outage = faults.outage.expect("outages");
+    let percent = |share: f64| format!("{}%", (share * 100.0).round());
+    for stated in [
+        format!(
+            "{} of DynamoDB and S3 calls",
+            percent(faults.dynamodb.before)
+        ),
+        format!("{} of their writes", percent(faults.dynamodb.after)),
+        format!("every {} s", outage.every.as_secs()),
+        format!("{} s", outage.length.as_secs_f64()),
+        format!("{} of calls", percent(outage.rate)),
+    ] {
+        assert!(
+            section.contains(&stated),
+            "operations.md does not say {stated:?}"
+        );
+    }
+    assert_eq!(faults.s3.before, faults.dynamodb.before);
+    assert_eq!(faults.s3.after, faults.dynamodb.after);
+    let wait = sitehost::error::TEMPORARY_RETRY_AFTER_SECS;
+    let errors = read("docs/errors.md");
+    assert!(errors.contains(&format!("after `Retry-After` ({wait} s)")));
+}
+
 #[tokio::test]
 async fn partners_see_no_500_and_no_false_401_while_aws_fails() {
     let plan = Plan {
