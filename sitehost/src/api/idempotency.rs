@@ -9,10 +9,11 @@
 //! 4xx, or a 503 after which nothing was written) gives its key back, so its retry runs
 //! again.
 //!
-//! On DynamoDB a create writes the key's answer in its own transaction
-//! (`store::held_key`): a key never runs twice, whatever fails between the change and the
-//! answer, and a 503 whose write did commit is answered by the replay on retry. Where a
-//! store does not take part, the answer is written here after the change.
+//! A store's create writes the key's answer in its own transaction (`store::held_key`;
+//! DynamoDB: businesses, images, locations and posts; SQLite: businesses, images, sites and
+//! posts): a key never runs twice, whatever fails between the change and the answer, and a
+//! 503 whose write did commit is answered by the replay on retry. Where a create does not
+//! take part, the answer is written here after the change.
 
 use std::future::Future;
 

@@ -207,8 +207,9 @@ fn figures(run: &Run) -> serde_json::Value {
 
 fn assert_held(run: &Run) {
     println!("FAULTS-FIGURES {}", figures(run));
+    // About 80 in the short run; a run of fewer shows little.
     assert!(
-        run.stats.dynamodb_faults_after > 0 && run.stats.s3_faults_before > 0,
+        run.stats.faults() >= 20,
         "the run injected too little to show anything: {:?}",
         run.stats
     );
