@@ -105,11 +105,35 @@ pub fn too_large(limit: usize) -> Response<Bytes> {
 
 /// moto could not be reached or answered garbage: a 500, which the SDK retries.
 pub fn upstream_failed(detail: &str) -> Response<Bytes> {
+    internal_server_error(&format!("upstream failed: {detail}"))
+}
+
+/// `InternalServerError` (HTTP 500): "the request may or may not have succeeded".
+pub fn internal_server_error(detail: &str) -> Response<Bytes> {
     let body = json!({
         "__type": format!("{NAMESPACE}#InternalServerError"),
-        "message": format!("dynamo-double: upstream failed: {detail}"),
+        "message": format!("dynamo-double: {detail}"),
     });
     error(StatusCode::INTERNAL_SERVER_ERROR, &body)
+}
+
+/// `ThrottlingException` (HTTP 400): requests over the allowed rate; nothing applied.
+pub fn throttling() -> Response<Bytes> {
+    let body = json!({
+        "__type": format!("{NAMESPACE}#ThrottlingException"),
+        "message": "Rate of requests exceeds the allowed throughput.",
+    });
+    error(StatusCode::BAD_REQUEST, &body)
+}
+
+/// `IdempotentParameterMismatchException`: a `ClientRequestToken` sent again with another
+/// request.
+pub fn idempotent_parameter_mismatch() -> Response<Bytes> {
+    let body = json!({
+        "__type": format!("{NAMESPACE}#IdempotentParameterMismatchException"),
+        "Message": "The request uses the same client token as a previous, but non-identical request.",
+    });
+    error(StatusCode::BAD_REQUEST, &body)
 }
 
 pub fn json_ok(body: &Value) -> Response<Bytes> {

@@ -9,8 +9,8 @@
 //! ```
 //!
 //! Everything the double does not model is forwarded unchanged (method, path, headers but
-//! hop-by-hop ones, body) and moto's status, headers and body come back unchanged. S3 never
-//! goes through it.
+//! hop-by-hop ones, body) and moto's status, headers and body come back unchanged. S3 goes
+//! through it only when a client is pointed at it (to inject its faults, below).
 //!
 //! # The rules modelled, and where AWS documents them
 //!
@@ -109,6 +109,15 @@
 //! **Statistics** ([`Stats`]) are read from [`DoubleHandle::stats`] or, from another
 //! process, as JSON at `GET /__double/stats`.
 //!
+//! **Idempotency tokens**: a `TransactWriteItems` sent again with the `ClientRequestToken` of
+//! one that succeeded in the last 10 minutes is answered as the first, and writes nothing;
+//! with another request, `IdempotentParameterMismatchException` ([`faults`] cites it).
+//!
+//! **Faults** ([`Faults`], [`start_with_faults`]): DynamoDB and S3 failures at set rates
+//! from a seed, before a call is applied and after a write was, and short outages; S3
+//! requests sent to the double are forwarded to moto like any other. See [`faults`] for
+//! what is injected and where AWS documents it.
+//!
 //! # What it does not model
 //!
 //! - Adaptive capacity and partition splits ("split for heat" by sort key on tables
@@ -122,13 +131,13 @@
 //!   (an `Update` is charged one index write, not two), numbers' exact encoding.
 //! - `BatchWriteItem` (forwarded, neither throttled nor checked for holds), and single-item
 //!   writes racing each other or a transaction starting while one is in flight.
-//! - Idempotency tokens (`ClientRequestToken`): a repeated transaction is a new one.
 //! - Eventual consistency (every read is strongly consistent in moto), global tables,
 //!   streams, global secondary indexes' own throughput.
 //! - Capacity consumed by cancelled transactions: a conflict or throttle charges nothing.
 //! - Everything moto itself gets wrong or leaves out.
 
 mod answers;
+pub mod faults;
 mod ledger;
 mod proxy;
 pub mod schema;
@@ -142,6 +151,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+pub use faults::{Faults, Outage, Rates};
 pub use proxy::MAX_BODY_BYTES;
 
 /// Where the statistics are served as JSON (`GET`).
@@ -228,6 +238,35 @@ pub struct Stats {
     pub upstream_busy_secs: f64,
     /// Requests moto could not answer (connection refused, broken answer): answered 500.
     pub upstream_failures: u64,
+    /// S3 requests received (with faults on, S3 goes through the double too).
+    #[serde(default)]
+    pub s3_requests: u64,
+    /// DynamoDB calls answered with an injected error before reaching moto.
+    #[serde(default)]
+    pub dynamodb_faults_before: u64,
+    /// DynamoDB writes applied by moto, then answered with an injected 500.
+    #[serde(default)]
+    pub dynamodb_faults_after: u64,
+    /// S3 calls answered with an injected error before reaching moto.
+    #[serde(default)]
+    pub s3_faults_before: u64,
+    /// S3 writes applied by moto, then answered with an injected 500.
+    #[serde(default)]
+    pub s3_faults_after: u64,
+    /// Transactions sent again with the `ClientRequestToken` of one that succeeded:
+    /// answered as the first, nothing written again.
+    #[serde(default)]
+    pub token_replays: u64,
+}
+
+impl Stats {
+    /// Every injected failure.
+    pub fn faults(&self) -> u64 {
+        self.dynamodb_faults_before
+            + self.dynamodb_faults_after
+            + self.s3_faults_before
+            + self.s3_faults_after
+    }
 }
 
 /// A running double. It stops when dropped, or with [`DoubleHandle::shutdown`].
@@ -261,6 +300,11 @@ impl DoubleHandle {
         self.shared.stats()
     }
 
+    /// Injects `faults` from now on instead of those it started with.
+    pub fn set_faults(&self, faults: Faults) -> anyhow::Result<()> {
+        self.shared.set_faults(faults)
+    }
+
     /// Stops accepting and ends every connection (in-flight transactions release their
     /// holds; their clients see the connection close).
     pub async fn shutdown(mut self) {
@@ -285,10 +329,25 @@ pub async fn start(
     model: Model,
     gate: Option<Arc<tokio::sync::Mutex<()>>>,
 ) -> anyhow::Result<DoubleHandle> {
+    start_with_faults(upstream, listen, model, Faults::none(), gate).await
+}
+
+/// [`start`], injecting `faults` into the DynamoDB and S3 requests it receives (point the
+/// S3 client at the double too, path style) and honouring `TransactWriteItems`'
+/// `ClientRequestToken`.
+pub async fn start_with_faults(
+    upstream: &str,
+    listen: SocketAddr,
+    model: Model,
+    faults: Faults,
+    gate: Option<Arc<tokio::sync::Mutex<()>>>,
+) -> anyhow::Result<DoubleHandle> {
     model.check()?;
+    faults.check()?;
     let shared = Arc::new(proxy::Shared::new(
         upstream,
         model,
+        faults,
         gate.unwrap_or_default(),
     )?);
     let listener = TcpListener::bind(listen)

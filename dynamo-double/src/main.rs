@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use dynamo_double::Model;
+use dynamo_double::{Faults, Model, Outage, Rates};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -36,6 +36,31 @@ struct Args {
     /// Seconds of partition throughput a partition may save up.
     #[arg(long, default_value_t = 1.0)]
     burst_secs: f64,
+    /// Seed of the injected faults' generator.
+    #[arg(long, default_value_t = 0)]
+    fault_seed: u64,
+    /// Share of DynamoDB calls failed before they are applied (InternalServerError or
+    /// ThrottlingException).
+    #[arg(long, default_value_t = 0.0)]
+    dynamodb_fail_before: f64,
+    /// Share of DynamoDB writes applied, then answered InternalServerError.
+    #[arg(long, default_value_t = 0.0)]
+    dynamodb_fail_after: f64,
+    /// Share of S3 calls failed before they are applied (InternalError or SlowDown).
+    #[arg(long, default_value_t = 0.0)]
+    s3_fail_before: f64,
+    /// Share of S3 writes applied, then answered InternalError.
+    #[arg(long, default_value_t = 0.0)]
+    s3_fail_after: f64,
+    /// Outages: every this many seconds (0: none), ...
+    #[arg(long, default_value_t = 0.0)]
+    outage_every_secs: f64,
+    /// for this many seconds, ...
+    #[arg(long, default_value_t = 0.0)]
+    outage_secs: f64,
+    /// this share of calls fails before it is applied.
+    #[arg(long, default_value_t = 0.9)]
+    outage_rate: f64,
 }
 
 #[tokio::main]
@@ -49,7 +74,24 @@ async fn main() -> anyhow::Result<()> {
         partition_wcu_per_sec: args.partition_wcu,
         burst_secs: args.burst_secs,
     };
-    let double = dynamo_double::start(&args.upstream, args.listen, model, None).await?;
+    let faults = Faults {
+        seed: args.fault_seed,
+        dynamodb: Rates {
+            before: args.dynamodb_fail_before,
+            after: args.dynamodb_fail_after,
+        },
+        s3: Rates {
+            before: args.s3_fail_before,
+            after: args.s3_fail_after,
+        },
+        outage: (args.outage_every_secs > 0.0).then(|| Outage {
+            every: Duration::from_secs_f64(args.outage_every_secs),
+            length: Duration::from_secs_f64(args.outage_secs),
+            rate: args.outage_rate,
+        }),
+    };
+    let double =
+        dynamo_double::start_with_faults(&args.upstream, args.listen, model, faults, None).await?;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "dynamo-double listening on {}", double.url())?;
     stdout.flush()?;

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use serde_json::{json, Value};
 
 /// Every failure a request can meet. `status()` and `body()` are the only place where
@@ -41,6 +43,18 @@ pub enum ApiError {
     Unavailable {
         message: String,
         retry_after_secs: u64,
+    },
+    /// DynamoDB or S3 failed in a way AWS documents as temporary (a 5xx, throttling,
+    /// `SlowDown`, a timeout, a lost connection) and still did after the SDK's own bounded
+    /// retries ([`ApiError::from_aws`]): 503 with `Retry-After`. A write may or may not have
+    /// taken effect; its retry is safe (a create with the same `Idempotency-Key`). The cause
+    /// goes to the logs only.
+    #[error("{service} {operation}: a temporary failure")]
+    Temporary {
+        service: &'static str,
+        operation: String,
+        #[source]
+        source: anyhow::Error,
     },
     /// A record names another the caller's account (and sub id) does not have: the `kind`
     /// (`image`, `business`) with this `id`, given in `field`. The stores signal it; it
@@ -103,7 +117,7 @@ impl ApiError {
             ApiError::TooLarge(_) => 413,
             ApiError::TooManyRequests { .. } => 429,
             ApiError::RequestTimeout(_) => 408,
-            ApiError::Unavailable { .. } => 503,
+            ApiError::Unavailable { .. } | ApiError::Temporary { .. } => 503,
             ApiError::Internal(_) => 500,
         }
     }
@@ -129,8 +143,94 @@ impl ApiError {
             ApiError::MethodNotAllowed(method) => {
                 json!({ "error": format!("method {method} is not allowed on this path") })
             }
+            ApiError::Temporary { .. } => json!({ "error": TEMPORARY_MESSAGE }),
             ApiError::Internal(_) => json!({ "error": "internal server error" }),
         }
+    }
+
+    /// How long the client should wait before retrying (the `Retry-After` header), for the
+    /// answers that say to retry: 429 and 503.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            ApiError::TooManyRequests {
+                retry_after_secs, ..
+            }
+            | ApiError::Unavailable {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            ApiError::Temporary { .. } => Some(TEMPORARY_RETRY_AFTER_SECS),
+            _ => None,
+        }
+    }
+
+    /// The one mapping of a DynamoDB or S3 failure: [`ApiError::Temporary`] (503) when AWS
+    /// documents it as retryable ([`is_temporary`]), an internal error (500) otherwise.
+    /// `service` and `operation` name the call for the logs (`"dynamodb"`, `"PutItem
+    /// (nonce)"`).
+    pub fn from_aws<E>(
+        service: &'static str,
+        operation: &str,
+        err: SdkError<E, HttpResponse>,
+    ) -> ApiError
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        if is_temporary(&err) {
+            tracing::warn!(
+                service,
+                operation,
+                code = err.code(),
+                "a temporary failure after the SDK's retries: answered 503"
+            );
+            return ApiError::Temporary {
+                service,
+                operation: operation.to_string(),
+                source: anyhow::Error::new(err),
+            };
+        }
+        ApiError::from(anyhow::Error::new(err).context(format!("{service} {operation}")))
+    }
+}
+
+/// How long a partner is told to wait after a temporary failure of DynamoDB or S3. The SDK
+/// has already retried with backoff (up to 3 attempts); a second is enough for a throttled
+/// partition or a failed node, and a partner's own backoff takes over after that.
+pub const TEMPORARY_RETRY_AFTER_SECS: u64 = 1;
+
+const TEMPORARY_MESSAGE: &str = "The service's storage failed for a moment; the request may \
+    or may not have taken effect. Retry it after the Retry-After seconds: an update or delete \
+    as it was, a create with the same Idempotency-Key.";
+
+/// Error codes DynamoDB and S3 document as retryable that the SDK's throttling and transient
+/// lists (`aws_runtime::retries::classifiers`) leave to the status code or do not name: a
+/// single write meeting a transaction in flight on its item, and the codes of 5xx answers.
+const OTHER_TEMPORARY_CODES: [&str; 5] = [
+    "TransactionConflictException",
+    "InternalServerError",
+    "InternalError",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+];
+
+/// Whether AWS documents this failure as one to retry, as the SDK's retry classifiers do:
+/// a timeout, a connection lost or refused, an answer that broke off, a throttling or
+/// transient error code, or a 500, 502, 503 or 504. A request the SDK could not build or
+/// send (a bug of ours), a 4xx with any other code, are not.
+/// <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Programming.Errors.html>,
+/// <https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html>.
+pub fn is_temporary<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
+    use aws_runtime::retries::classifiers::{THROTTLING_ERRORS, TRANSIENT_ERRORS};
+    match err {
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
+        SdkError::DispatchFailure(failure) => !failure.is_user(),
+        SdkError::ServiceError(context) => {
+            let code = context.err().code().unwrap_or_default();
+            THROTTLING_ERRORS.contains(&code)
+                || TRANSIENT_ERRORS.contains(&code)
+                || OTHER_TEMPORARY_CODES.contains(&code)
+                || matches!(context.raw().status().as_u16(), 500 | 502 | 503 | 504)
+        }
+        _ => false,
     }
 }
 
@@ -377,6 +477,96 @@ mod tests {
         };
         assert_eq!(err.status(), 429);
         assert_eq!(err.body(), json!({"error": "over budget"}));
+    }
+
+    /// The one mapping of AWS failures, per kind of error AWS documents as retryable, and
+    /// for the kinds that are not.
+    mod aws {
+        use super::*;
+        use aws_sdk_dynamodb::error::{ConnectorError, ErrorMetadata};
+        use aws_sdk_dynamodb::operation::put_item::PutItemError;
+        use aws_smithy_runtime_api::http::StatusCode;
+
+        type Failure = SdkError<PutItemError, HttpResponse>;
+
+        fn raw(status: u16) -> HttpResponse {
+            HttpResponse::new(StatusCode::try_from(status).expect("a status"), "".into())
+        }
+
+        fn answered(status: u16, code: Option<&str>) -> Failure {
+            let mut meta = ErrorMetadata::builder();
+            if let Some(code) = code {
+                meta = meta.code(code);
+            }
+            SdkError::service_error(PutItemError::generic(meta.build()), raw(status))
+        }
+
+        fn io(message: &str) -> Box<dyn std::error::Error + Send + Sync> {
+            Box::new(std::io::Error::other(message.to_string()))
+        }
+
+        #[test]
+        fn every_retryable_failure_is_a_503_with_retry_after() {
+            let temporary: Vec<(&str, Failure)> = vec![
+                ("500", answered(500, Some("InternalServerError"))),
+                ("throttled", answered(400, Some("ThrottlingException"))),
+                (
+                    "partition",
+                    answered(400, Some("ProvisionedThroughputExceededException")),
+                ),
+                ("account", answered(400, Some("RequestLimitExceeded"))),
+                (
+                    "in flight",
+                    answered(400, Some("TransactionConflictException")),
+                ),
+                ("s3 500", answered(500, Some("InternalError"))),
+                ("s3 slow down", answered(503, Some("SlowDown"))),
+                ("unavailable", answered(503, Some("ServiceUnavailable"))),
+                ("bare 502", answered(502, None)),
+                ("bare 504", answered(504, None)),
+                ("request timeout", answered(400, Some("RequestTimeout"))),
+                ("timeout", SdkError::timeout_error(io("deadline"))),
+                (
+                    "reset",
+                    SdkError::dispatch_failure(ConnectorError::io(io("reset"))),
+                ),
+                (
+                    "connect timeout",
+                    SdkError::dispatch_failure(ConnectorError::timeout(io("slow"))),
+                ),
+                (
+                    "broken answer",
+                    SdkError::response_error(io("eof"), raw(200)),
+                ),
+            ];
+            for (kind, failure) in temporary {
+                let err = ApiError::from_aws("dynamodb", "PutItem", failure);
+                assert_eq!(err.status(), 503, "{kind}");
+                assert_eq!(err.retry_after_secs(), Some(TEMPORARY_RETRY_AFTER_SECS));
+                assert_eq!(err.body(), json!({ "error": TEMPORARY_MESSAGE }), "{kind}");
+                assert!(error_chain(&err).starts_with("dynamodb PutItem"), "{kind}");
+            }
+        }
+
+        #[test]
+        fn other_failures_stay_internal_with_their_cause() {
+            let ours: Vec<(&str, Failure)> = vec![
+                ("invalid", answered(400, Some("ValidationException"))),
+                ("denied", answered(403, Some("AccessDeniedException"))),
+                ("no table", answered(400, Some("ResourceNotFoundException"))),
+                ("not built", SdkError::construction_failure(io("no key"))),
+                (
+                    "bad request",
+                    SdkError::dispatch_failure(ConnectorError::user(io("bad uri"))),
+                ),
+            ];
+            for (kind, failure) in ours {
+                let err = ApiError::from_aws("s3", "put img/a.jpg", failure);
+                assert_eq!(err.status(), 500, "{kind}");
+                assert_eq!(err.retry_after_secs(), None, "{kind}");
+                assert!(error_chain(&err).starts_with("s3 put img/a.jpg"), "{kind}");
+            }
+        }
     }
 
     #[derive(Debug, thiserror::Error)]

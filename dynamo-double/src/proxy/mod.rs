@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 use crate::answers;
+use crate::faults::{self, Fate, Faults, Injector, Service};
 use crate::ledger::{Ledger, Rates};
 use crate::schema::{TableSchema, WriteKind};
 use crate::{Model, Stats, STATS_PATH};
@@ -45,9 +46,10 @@ pub struct Shared {
     /// Key schemas by (credential scope, table name); a `DeleteTable` forgets its entry.
     schemas: Mutex<HashMap<(String, String), Arc<TableSchema>>>,
     stats: Mutex<Stats>,
+    injector: Injector,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // The guarded values stay consistent between statements, so a panic elsewhere leaves
     // nothing half-done to refuse.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -57,6 +59,7 @@ impl Shared {
     pub fn new(
         upstream: &str,
         model: Model,
+        faults: Faults,
         gate: Arc<tokio::sync::Mutex<()>>,
     ) -> anyhow::Result<Shared> {
         let upstream = Upstream::new(upstream)?;
@@ -71,6 +74,7 @@ impl Shared {
             ledger: Mutex::new(Ledger::new(rates)),
             schemas: Mutex::new(HashMap::new()),
             stats: Mutex::new(Stats::default()),
+            injector: Injector::new(faults),
         })
     }
 
@@ -78,6 +82,12 @@ impl Shared {
         let mut stats = lock(&self.stats).clone();
         stats.held_items = lock(&self.ledger).held_items() as u64;
         stats
+    }
+
+    pub fn set_faults(&self, faults: Faults) -> anyhow::Result<()> {
+        faults.check()?;
+        self.injector.set(faults);
+        Ok(())
     }
 
     fn count(&self, update: impl FnOnce(&mut Stats)) {
@@ -145,21 +155,69 @@ async fn handle(
         .and_then(|t| t.to_str().ok())
         .and_then(|t| t.strip_prefix(TARGET_PREFIX))
         .map(str::to_owned);
+    let service = match operation {
+        Some(_) => Some(Service::DynamoDb),
+        None if credential_service(&parts.headers).as_deref() == Some("s3") => {
+            shared.count(|s| s.s3_requests += 1);
+            Some(Service::S3)
+        }
+        None => None,
+    };
+    let fate = service.map_or(Fate::Pass, |service| {
+        let write = match service {
+            Service::DynamoDb => operation.as_deref().is_some_and(|op| WRITES.contains(&op)),
+            Service::S3 => [Method::PUT, Method::POST, Method::DELETE].contains(&parts.method),
+        };
+        shared.injector.fate(service, write)
+    });
+    if let Fate::Before(injected) = fate {
+        shared.count(|s| match service {
+            Some(Service::S3) => s.s3_faults_before += 1,
+            _ => s.dynamodb_faults_before += 1,
+        });
+        return Ok(faults::answer(injected, &parts.method).map(Full::new));
+    }
     let call = Call {
         shared: &shared,
         parts: &parts,
         body,
         start,
     };
-    let response = match operation.as_deref() {
-        Some("TransactWriteItems") => call.transact_write_items().await,
-        Some("PutItem") => call.single_write(WriteKind::Put).await,
-        Some("UpdateItem") => call.single_write(WriteKind::Update).await,
-        Some("DeleteItem") => call.single_write(WriteKind::Delete).await,
-        Some("DeleteTable") => call.delete_table().await,
-        _ => call.plain().await,
+    let response = call.answer(operation.as_deref()).await;
+    let response = match service {
+        Some(service) if fate == Fate::After && response.status().is_success() => {
+            shared.count(|s| match service {
+                Service::S3 => s.s3_faults_after += 1,
+                Service::DynamoDb => s.dynamodb_faults_after += 1,
+            });
+            faults::after_answer(service, &parts.method)
+        }
+        _ => response,
     };
     Ok(response.map(Full::new))
+}
+
+/// The DynamoDB operations that may write.
+const WRITES: [&str; 5] = [
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "TransactWriteItems",
+    "BatchWriteItem",
+];
+
+impl Call<'_> {
+    /// The call's answer, as the model has it.
+    async fn answer(&self, operation: Option<&str>) -> Response<Bytes> {
+        match operation {
+            Some("TransactWriteItems") => self.transact_write_items().await,
+            Some("PutItem") => self.single_write(WriteKind::Put).await,
+            Some("UpdateItem") => self.single_write(WriteKind::Update).await,
+            Some("DeleteItem") => self.single_write(WriteKind::Delete).await,
+            Some("DeleteTable") => self.delete_table().await,
+            _ => self.plain().await,
+        }
+    }
 }
 
 /// One request being answered.
@@ -189,6 +247,16 @@ impl Call<'_> {
 
 async fn sleep_until(deadline: Instant) {
     tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await;
+}
+
+/// The service a SigV4-signed request is for: `Credential=AKID/20240101/us-east-1/s3/...`
+/// → `s3`.
+fn credential_service(headers: &HeaderMap) -> Option<String> {
+    let authorization = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let credential = authorization
+        .split([' ', ','])
+        .find_map(|part| part.strip_prefix("Credential="))?;
+    credential.split('/').nth(3).map(str::to_owned)
 }
 
 /// `Credential=AKID/20240101/us-east-1/dynamodb/aws4_request` → `AKID/us-east-1`.

@@ -74,7 +74,29 @@ impl Call<'_> {
             return answers::serialization("request body is not JSON");
         };
         self.shared.count(|s| s.transactions += 1);
-        let Some(items) = self.transaction_items(&body).await else {
+        let token = body
+            .get("ClientRequestToken")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if let Some(token) = &token {
+            if let Some(replayed) = self.shared.injector.replay(token, &self.body) {
+                self.shared.count(|s| s.token_replays += 1);
+                self.wait_call_latency().await;
+                return replayed;
+            }
+        }
+        let response = self.admitted_transaction(&body).await;
+        if let Some(token) = &token {
+            if response.status().is_success() {
+                self.shared.injector.remember(token, &self.body, &response);
+            }
+        }
+        response
+    }
+
+    /// A transaction through the ledger: held, conflicting or throttled.
+    async fn admitted_transaction(&self, body: &Value) -> Response<Bytes> {
+        let Some(items) = self.transaction_items(body).await else {
             return self.plain().await;
         };
         let admission = lock(&self.shared.ledger).admit_transaction(&items, Instant::now());

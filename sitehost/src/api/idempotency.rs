@@ -8,6 +8,12 @@
 //! (a 404 once the object is gone). Only a success is remembered: a request that failed (a
 //! 4xx, or a 503 after which nothing was written) gives its key back, so its retry runs
 //! again.
+//!
+//! A store's create writes the key's answer in its own transaction (`store::held_key`;
+//! DynamoDB: businesses, images, locations and posts; SQLite: businesses, images, sites and
+//! posts): a key never runs twice, whatever fails between the change and the answer, and a
+//! 503 whose write did commit is answered by the replay on retry. Where a create does not
+//! take part, the answer is written here after the change.
 
 use std::future::Future;
 
@@ -18,6 +24,7 @@ use sha1::{Digest, Sha1};
 
 use crate::api::{header, Operation};
 use crate::error::{ApiError, Result};
+use crate::store::held_key::{self, Created, HeldKey};
 use crate::store::{IdempotencyClaim, IdempotencyKey, IdempotencyStore, StoredAnswer};
 
 pub const HEADER: &str = "idempotency-key";
@@ -96,7 +103,11 @@ pub async fn run_once<Replay>(
 where
     Replay: Future<Output = Result<Response<Bytes>>>,
 {
-    match store.claim_idempotency_key(key, fingerprint, now).await? {
+    let claim = format!("{:032x}", rand::random::<u128>());
+    match store
+        .claim_idempotency_key(key, fingerprint, &claim, now)
+        .await?
+    {
         IdempotencyClaim::Claimed => {}
         IdempotencyClaim::Answered(answer) => return replay(answer).await,
         IdempotencyClaim::InProgress => {
@@ -114,10 +125,15 @@ where
             ))
         }
     }
-    let result = operation.await;
+    let held = HeldKey::new(key, fingerprint, &claim, answer_of_created);
+    let result = held_key::hold(held.clone(), operation).await;
     let answer = result.as_ref().ok().and_then(answer_of);
     let settled = match &answer {
+        // The create wrote it with its change.
+        Some(_) if held.answered() => Ok(()),
         Some(answer) => store.answer_idempotency_key(key, fingerprint, answer).await,
+        // A failed request gives the key back, unless its change was answered after all
+        // (a 503 whose transaction committed): the release's condition keeps an answer.
         None => store.release_idempotency_key(key, fingerprint).await,
     };
     if let Err(err) = settled {
@@ -130,6 +146,23 @@ where
         );
     }
     result
+}
+
+/// The answer a create writes with its change: 201 and the object's `Location`, the path
+/// of its GET in the route table (what the create's own answer names).
+fn answer_of_created(created: Created) -> StoredAnswer {
+    let (get, id) = match created {
+        Created::Business(id) => (Operation::BusinessGet, id),
+        Created::Image(id) => (Operation::ImageGet, id),
+        Created::Location(id) => (Operation::LocationGet, id),
+        Created::Site(id) => (Operation::SiteGet, id),
+        Created::Post(id) => (Operation::PostGet, id),
+    };
+    let template = get.entry().paths.first().map_or("", |path| path.template);
+    StoredAnswer {
+        status: StatusCode::CREATED.as_u16(),
+        created_uri: template.replace("{id}", &id.to_string()),
+    }
 }
 
 /// What is kept of a success: its status and the created object's `Location`. Both
@@ -192,6 +225,21 @@ mod tests {
             key_of(&headers(uuid), Operation::BusinessUpdate).ok(),
             Some(None),
             "an update is idempotent already"
+        );
+    }
+
+    #[test]
+    fn a_create_answers_with_its_get_path() {
+        let answer = answer_of_created(Created::Business(12));
+        assert_eq!(answer.status, 201);
+        assert_eq!(answer.created_uri, "/api/v2/businesses/12/");
+        assert_eq!(
+            answer_of_created(Created::Image(7)).created_uri,
+            "/api/v2/images/7/"
+        );
+        assert_eq!(
+            answer_of_created(Created::Post(3)).created_uri,
+            "/api/v2/posts/3/"
         );
     }
 

@@ -57,22 +57,14 @@ pub fn error_response(err: &ApiError) -> Response<Bytes> {
     let status = StatusCode::from_u16(err.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = json_response(status, &err.body());
     let headers = response.headers_mut();
-    match err {
-        ApiError::Unauthorized(_) => {
-            headers.insert(
-                WWW_AUTHENTICATE,
-                HeaderValue::from_static("OAuth realm=\"sitehost\""),
-            );
-        }
-        ApiError::TooManyRequests {
-            retry_after_secs, ..
-        }
-        | ApiError::Unavailable {
-            retry_after_secs, ..
-        } => {
-            headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after_secs));
-        }
-        _ => {}
+    if let ApiError::Unauthorized(_) = err {
+        headers.insert(
+            WWW_AUTHENTICATE,
+            HeaderValue::from_static("OAuth realm=\"sitehost\""),
+        );
+    }
+    if let Some(retry_after_secs) = err.retry_after_secs() {
+        headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
     }
     response
 }

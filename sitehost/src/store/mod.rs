@@ -20,6 +20,7 @@ pub use location_store::LocationStore;
 
 pub mod dynamo;
 pub mod files;
+pub mod held_key;
 pub mod location_store;
 pub mod memory_files;
 pub mod rules;
@@ -260,11 +261,15 @@ pub enum IdempotencyClaim {
 pub trait IdempotencyStore: Send + Sync {
     /// Claims `key` for a request with `fingerprint`, atomically: of two requests that
     /// claim one key at once, one gets `Claimed` and the other sees it held. An expired key
-    /// (or a claim past its lease) is claimed anew.
+    /// (or a claim past its lease) is claimed anew. The claim is written with `claim`, a
+    /// token new for each request: a claim found written with it is this request's own (a
+    /// write the store sent again after a fault), and a create answers the key only while
+    /// the claim is still this one (`held_key`).
     async fn claim_idempotency_key(
         &self,
         key: &IdempotencyKey<'_>,
         fingerprint: &str,
+        claim: &str,
         now: i64,
     ) -> Result<IdempotencyClaim>;
     /// Records the answer of the claiming request; replayed until the key expires.

@@ -67,15 +67,17 @@ pub(super) async fn write_record(
     record_upload(|stats| stats.record = Some(started.elapsed()));
     match created {
         Ok(image) => Ok(image),
-        // An internal error (a timeout, a lost response) does not prove that nothing was
-        // written, nor does a 503 whose last attempt was throttled after an earlier one went
+        // An internal or temporary error (a timeout, a lost response, a 500 after the write)
+        // does not prove that nothing was written, nor does a 503 whose last attempt was throttled after an earlier one went
         // unanswered: settle the id before touching the files.
-        Err(err @ (ApiError::Internal(_) | ApiError::Unavailable { .. })) => {
-            match settle(services, files, caller, id, &path, written).await {
-                Some(image) => Ok(image),
-                None => Err(err),
-            }
-        }
+        Err(
+            err @ (ApiError::Internal(_)
+            | ApiError::Unavailable { .. }
+            | ApiError::Temporary { .. }),
+        ) => match settle(services, files, caller, id, &path, written).await {
+            Some(image) => Ok(image),
+            None => Err(err),
+        },
         Err(err) => {
             remove_files(files, written).await;
             Err(err)

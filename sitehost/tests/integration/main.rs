@@ -10,6 +10,7 @@
 //! `cargo test -p sitehost --test integration store_contract::` runs one suite.
 
 mod auth;
+mod aws_faults;
 mod budget_figures;
 mod cloudfront_events;
 mod doc_facts;

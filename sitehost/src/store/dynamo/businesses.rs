@@ -17,6 +17,7 @@ use crate::domain::business::{
 };
 use crate::domain::location::LocationEdit;
 use crate::error::{ApiError, Result};
+use crate::store::held_key::Created;
 use crate::store::rules::{logo_of_another_sub_id, new_logo, no_such_logo, ScopeChange};
 use crate::store::scope;
 use crate::store::{BusinessStore, ImageStore, Page};
@@ -138,7 +139,12 @@ impl BusinessStore for DynamoStore {
             Ok(actions)
         };
         match self
-            .transact("create business", MAX_ATTEMPTS, actions)
+            .transact_create(
+                "create business",
+                MAX_ATTEMPTS,
+                Some(Created::Business(id)),
+                actions,
+            )
             .await?
         {
             TxOutcome::Committed => Ok(detail),
@@ -274,6 +280,14 @@ impl BusinessChange<'_> {
     fn business_sub_id(&self) -> Option<&str> {
         self.after.business.partner_sub_id.as_deref()
     }
+
+    /// The id of the one location the update adds, if it adds exactly one.
+    fn new_location(&self) -> Option<i64> {
+        let known = |id| self.before.locations.iter().any(|b| b.id == id);
+        let ids = self.after.locations.iter().map(|l| l.id);
+        let added: Vec<i64> = ids.filter(|&id| !known(id)).collect();
+        (added.len() == 1).then(|| added[0])
+    }
 }
 
 /// How the write of one update attempt ended, when it did not fail.
@@ -335,10 +349,13 @@ impl DynamoStore {
         // shard of the id. A few attempts only: conflicts here are mostly with other writers
         // of this very business, and once one of them commits this one must read again.
         let actions = || self.business_update_actions(change, spread::random_lane());
-        let codes = match self
-            .transact("update business", UPDATE_TX_ATTEMPTS, actions)
-            .await?
-        {
+        // A location create is an update that adds one: it answers the request's
+        // `Idempotency-Key` in its transaction, as a create does.
+        let created = change.new_location().map(Created::Location);
+        let outcome = self
+            .transact_create("update business", UPDATE_TX_ATTEMPTS, created, actions)
+            .await?;
+        let codes = match outcome {
             TxOutcome::Committed => return Ok(Written::Committed),
             TxOutcome::Busy(_) => return Ok(Written::LostRace),
             TxOutcome::Cancelled(codes) => codes,

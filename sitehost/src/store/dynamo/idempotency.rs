@@ -3,13 +3,20 @@
 //! after (`expires_at`; TTL deletes late, so every condition checks the time itself). An
 //! answer is its status and `location`, a few dozen bytes: the body is read again on
 //! replay.
+//!
+//! A claim records its request's token (`claim`): a claim whose write DynamoDB applied but
+//! answered with an error, found taken when the SDK sends it again, is recognised as the
+//! request's own. A create writes the answer in its own transaction
+//! ([`DynamoStore::answer_held_key`]), on the condition that the claim is still its
+//! request's.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity, TransactWriteItem, Update};
 
 use super::items::{self, get_s, n, opt_n, s, Item, PK};
-use super::{conditional, log_capacity, DynamoStore};
+use super::{build_error, conditional, log_capacity, DynamoStore};
 use crate::error::Result;
+use crate::store::held_key::{Created, HeldKey};
 use crate::store::{
     IdempotencyClaim, IdempotencyKey, IdempotencyStore, StoredAnswer, IDEMPOTENCY_KEY_SECS,
     IDEMPOTENCY_LEASE_SECS,
@@ -20,6 +27,8 @@ const FINGERPRINT: &str = "fingerprint";
 const LEASE_UNTIL: &str = "lease_until";
 const EXPIRES_AT: &str = "expires_at";
 const STATUS: &str = "status";
+/// The token of the request that holds the claim.
+const CLAIM: &str = "claim";
 /// `StoredAnswer::created_uri`: its attribute keeps the name it was first stored under.
 const CREATED_URI: &str = "location";
 
@@ -35,9 +44,10 @@ fn answer_of(item: &Item) -> Result<Option<StoredAnswer>> {
 
 impl DynamoStore {
     /// A `PutItem` of a fresh claim, written only if the key is unused or expired.
-    async fn put_claim(&self, key: Item, fingerprint: &str, now: i64) -> Result<bool> {
+    async fn put_claim(&self, key: Item, fingerprint: &str, claim: &str, now: i64) -> Result<bool> {
         let mut item = key;
         item.insert(FINGERPRINT.into(), s(fingerprint));
+        item.insert(CLAIM.into(), s(claim));
         item.insert(LEASE_UNTIL.into(), n(now + IDEMPOTENCY_LEASE_SECS));
         item.insert(EXPIRES_AT.into(), n(now + IDEMPOTENCY_KEY_SECS));
         let result = self
@@ -60,16 +70,24 @@ impl DynamoStore {
     }
 
     /// Takes over a claim whose lease ended without an answer, if no one else did first.
-    async fn renew_lease(&self, key: Item, lease_until: i64, now: i64) -> Result<bool> {
+    async fn renew_lease(
+        &self,
+        key: Item,
+        claim: &str,
+        lease_until: i64,
+        now: i64,
+    ) -> Result<bool> {
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key))
-            .update_expression("SET #l = :new")
+            .update_expression("SET #l = :new, #c = :claim")
             .condition_expression("#l = :old AND attribute_not_exists(#st)")
             .expression_attribute_names("#l", LEASE_UNTIL)
             .expression_attribute_names("#st", STATUS)
+            .expression_attribute_names("#c", CLAIM)
+            .expression_attribute_values(":claim", s(claim))
             .expression_attribute_values(":old", n(lease_until))
             .expression_attribute_values(":new", n(now + IDEMPOTENCY_LEASE_SECS))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
@@ -83,6 +101,58 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// Whether the key's claim is `claim`'s (a consistent read).
+    async fn claimed_by(&self, key: Item, claim: &str) -> Result<bool> {
+        let held = self.get_item(key).await?;
+        Ok(held.as_ref().and_then(claim_of) == Some(claim))
+    }
+
+    /// The action a create adds to its transaction to answer the key its request holds:
+    /// the answer of what it made, on the condition that the claim is still the request's
+    /// and not answered (a claim taken over after its lease cancels the create).
+    pub(super) fn answer_held_key(
+        &self,
+        held: &HeldKey,
+        created: Created,
+    ) -> Result<TransactWriteItem> {
+        let answer = (held.answer_of)(created);
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(items::idempotency_key(&held.key())))
+            .update_expression("SET #st = :st, #loc = :loc")
+            .condition_expression("#fp = :fp AND #c = :claim AND attribute_not_exists(#st)")
+            .expression_attribute_names("#fp", FINGERPRINT)
+            .expression_attribute_names("#c", CLAIM)
+            .expression_attribute_names("#st", STATUS)
+            .expression_attribute_names("#loc", CREATED_URI)
+            .expression_attribute_values(":fp", s(&held.fingerprint))
+            .expression_attribute_values(":claim", s(&held.claim))
+            .expression_attribute_values(":st", n(answer.status))
+            .expression_attribute_values(":loc", AttributeValue::S(answer.created_uri))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
+    /// Whether the key `held` names was answered under its claim: a create whose
+    /// transaction found the answer's condition failed asks it, to tell its own commit
+    /// (applied, answered with an error, sent again) from a claim taken over.
+    pub(super) async fn answered_by(&self, held: &HeldKey) -> Result<bool> {
+        let item = self.get_item(items::idempotency_key(&held.key())).await?;
+        Ok(item.is_some_and(|item| {
+            item.contains_key(STATUS) && claim_of(&item) == Some(held.claim.as_str())
+        }))
+    }
+}
+
+/// The token of the request whose claim the item holds.
+fn claim_of(item: &Item) -> Option<&str> {
+    item.get(CLAIM)
+        .and_then(|value| value.as_s().ok())
+        .map(String::as_str)
+}
+
 #[async_trait]
 impl IdempotencyStore for DynamoStore {
     /// A conditional `PutItem`; when the key is held, a consistent `GetItem` tells by whom,
@@ -91,12 +161,16 @@ impl IdempotencyStore for DynamoStore {
         &self,
         key: &IdempotencyKey<'_>,
         fingerprint: &str,
+        claim: &str,
         now: i64,
     ) -> Result<IdempotencyClaim> {
         let item_key = items::idempotency_key(key);
         // Twice at most: a held key may expire (or be released) between the put and the read.
         for _ in 0..2 {
-            if self.put_claim(item_key.clone(), fingerprint, now).await? {
+            if self
+                .put_claim(item_key.clone(), fingerprint, claim, now)
+                .await?
+            {
                 return Ok(IdempotencyClaim::Claimed);
             }
             let Some(held) = self.get_item(item_key.clone()).await? else {
@@ -108,11 +182,22 @@ impl IdempotencyStore for DynamoStore {
             if let Some(answer) = answer_of(&held)? {
                 return Ok(IdempotencyClaim::Answered(answer));
             }
+            // This request's own claim, written by a put that DynamoDB applied and answered
+            // with an error, then found taken when the SDK sent it again.
+            if claim_of(&held) == Some(claim) {
+                return Ok(IdempotencyClaim::Claimed);
+            }
             let lease_until: i64 = opt_n(&held, LEASE_UNTIL)?.unwrap_or(0);
-            if lease_until > now || !self.renew_lease(item_key.clone(), lease_until, now).await? {
+            if lease_until > now {
                 return Ok(IdempotencyClaim::InProgress);
             }
-            return Ok(IdempotencyClaim::Claimed);
+            let renewed = self
+                .renew_lease(item_key.clone(), claim, lease_until, now)
+                .await?;
+            if renewed || self.claimed_by(item_key.clone(), claim).await? {
+                return Ok(IdempotencyClaim::Claimed);
+            }
+            return Ok(IdempotencyClaim::InProgress);
         }
         Ok(IdempotencyClaim::InProgress)
     }

@@ -11,6 +11,7 @@ use super::transactions::{NewEntries, TxOutcome};
 use super::{backoff, build_error, busy, conditional, spread, DynamoStore, MAX_ATTEMPTS};
 use crate::domain::image_record::{Image, ImageQuery, NewImage};
 use crate::error::{ApiError, Result};
+use crate::store::held_key::Created;
 use crate::store::rules::{image_is_logo, no_such_business};
 use crate::store::scope;
 use crate::store::{ImageStore, Page};
@@ -60,7 +61,11 @@ impl ImageStore for DynamoStore {
             actions.extend(self.entries_and_counts(entries, spread::random_lane())?);
             Ok(actions)
         };
-        match self.transact("create image", MAX_ATTEMPTS, actions).await? {
+        let created = Some(Created::Image(id));
+        match self
+            .transact_create("create image", MAX_ATTEMPTS, created, actions)
+            .await?
+        {
             TxOutcome::Committed => Ok(image),
             TxOutcome::Busy(_) => Err(busy("create image")),
             TxOutcome::Cancelled(codes) => match () {
@@ -125,7 +130,9 @@ impl ImageStore for DynamoStore {
             match conditional("PutItem (bar image id)", result) {
                 // The record's own transaction may still hold the item
                 // (`TransactionConflictException`): wait for it to end.
-                Err(ApiError::Unavailable { .. }) if attempt + 1 < MAX_ATTEMPTS => {
+                Err(ApiError::Unavailable { .. } | ApiError::Temporary { .. })
+                    if attempt + 1 < MAX_ATTEMPTS =>
+                {
                     attempt += 1;
                     backoff(attempt, self.stretch).await;
                 }

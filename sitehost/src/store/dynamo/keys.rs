@@ -3,10 +3,10 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 
-use super::items::{self, get_s, n, Seq, KEYS_PK, MAX_KEY_BYTES, PK, SK};
+use super::items::{self, get_s, n, s, Seq, KEYS_PK, MAX_KEY_BYTES, PK, SK};
 use super::records;
 use super::transactions::TxOutcome;
-use super::{busy, conditional, log_capacity, DynamoStore, MAX_ATTEMPTS};
+use super::{busy, conditional, log_capacity, write_token, DynamoStore, MAX_ATTEMPTS, WRITTEN_BY};
 use crate::domain::account::{Account, ApiKey, NewKey};
 use crate::error::{ApiError, Result};
 use crate::store::KeyStore;
@@ -137,6 +137,9 @@ impl KeyStore for DynamoStore {
 
     /// One conditional `PutItem`: it writes when the nonce is new or its previous use has
     /// expired (TTL deletes expired items only eventually, so the condition checks the time).
+    /// The item names this call ([`WRITTEN_BY`]): when DynamoDB applied the put but failed
+    /// to say so (a 500, a lost answer) and the SDK's retry finds the nonce taken, a
+    /// consistent read tells that it was this request's own, not a replay.
     async fn remember_nonce(
         &self,
         key: &str,
@@ -144,8 +147,10 @@ impl KeyStore for DynamoStore {
         now: i64,
         expires_at: i64,
     ) -> Result<bool> {
+        let token = write_token();
         let mut item = items::nonce_key(key, nonce);
         item.insert("expires_at".into(), n(expires_at));
+        item.insert(WRITTEN_BY.into(), s(&token));
         let result = self
             .client
             .put_item()
@@ -158,10 +163,12 @@ impl KeyStore for DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
-        let recorded = conditional("PutItem (nonce)", result)?;
-        if let Some(out) = &recorded {
-            log_capacity("PutItem", out.consumed_capacity());
+        match conditional("PutItem (nonce)", result)? {
+            Some(out) => {
+                log_capacity("PutItem", out.consumed_capacity());
+                Ok(true)
+            }
+            None => self.written_by(items::nonce_key(key, nonce), &token).await,
         }
-        Ok(recorded.is_some())
     }
 }

@@ -54,16 +54,6 @@ const BATCH_GET_MAX: usize = 100;
 const MAX_ATTEMPTS: u32 = 10;
 /// What a partner is told to wait when DynamoDB is past its capacity for this work.
 const BUSY_RETRY_AFTER_SECS: u64 = 1;
-/// Errors of a single call that say nothing was written and the same call may succeed
-/// later: throttling (after the SDK's own retries) and a conflict with a transaction in
-/// flight on the same item.
-const BUSY_ERRORS: [&str; 4] = [
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "TransactionConflictException",
-];
-
 pub struct DynamoStore {
     client: Client,
     table: String,
@@ -79,21 +69,14 @@ pub struct DynamoStore {
     budget_tokens: budgets::TokenCache,
 }
 
-fn aws_error<E, R>(operation: &str, err: aws_sdk_dynamodb::error::SdkError<E, R>) -> ApiError
+/// A DynamoDB call's failure, by the one mapping ([`ApiError::from_aws`]): a 503 with
+/// `Retry-After` when AWS documents it as retryable (throttling, a 5xx, a timeout, a
+/// conflict with a transaction in flight), an internal error otherwise.
+fn aws_error<E>(operation: &str, err: aws_sdk_dynamodb::error::SdkError<E>) -> ApiError
 where
     E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
 {
-    let code = err.as_service_error().and_then(|e| e.code());
-    if let Some(code) = code.filter(|code| BUSY_ERRORS.contains(code)) {
-        tracing::warn!(
-            operation,
-            code,
-            "dynamodb is past its capacity for this call"
-        );
-        return busy(operation);
-    }
-    ApiError::from(anyhow::Error::new(err).context(format!("dynamodb {operation}")))
+    ApiError::from_aws("dynamodb", operation, err)
 }
 
 /// DynamoDB refused the work for now and wrote nothing: 503, retry shortly.
@@ -109,14 +92,13 @@ fn busy(operation: &str) -> ApiError {
 }
 
 /// A conditional write's result: `Some(output)` when it was written, `None` when its
-/// condition failed, an internal error otherwise.
-fn conditional<O, E, R>(
+/// condition failed, [`aws_error`] otherwise.
+fn conditional<O, E>(
     operation: &str,
-    result: std::result::Result<O, aws_sdk_dynamodb::error::SdkError<E, R>>,
+    result: std::result::Result<O, aws_sdk_dynamodb::error::SdkError<E>>,
 ) -> Result<Option<O>>
 where
     E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
 {
     match result {
         Ok(out) => Ok(Some(out)),
@@ -128,6 +110,18 @@ where
         }
         Err(err) => Err(aws_error(operation, err)),
     }
+}
+
+/// The attribute a conditional single-item write stores its [`write_token`] in. DynamoDB may
+/// apply a write and still answer an error (a 500, a timeout: "the request may or may not
+/// have succeeded"); the SDK then sends it again and its condition fails on the item it
+/// wrote itself. Reading the item back and finding this call's token tells the two apart
+/// ([`DynamoStore::written_by`]), so a fault never turns a success into a refusal.
+const WRITTEN_BY: &str = "written_by";
+
+/// A new token naming one call's conditional write (128 random bits, hex).
+fn write_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }
 
 fn build_error(err: aws_sdk_dynamodb::error::BuildError) -> ApiError {

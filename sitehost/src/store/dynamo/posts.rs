@@ -13,6 +13,7 @@ use crate::domain::post::{
     PAGE_STORED_BYTES,
 };
 use crate::error::{ApiError, Result};
+use crate::store::held_key::Created;
 use crate::store::sites::post_scope;
 use crate::store::{Page, PostStore};
 
@@ -50,7 +51,15 @@ impl PostStore for DynamoStore {
             actions.extend(self.entries_and_counts(entries, spread::random_lane())?);
             Ok(actions)
         };
-        match self.transact("create post", MAX_ATTEMPTS, actions).await? {
+        match self
+            .transact_create(
+                "create post",
+                MAX_ATTEMPTS,
+                Some(Created::Post(id)),
+                actions,
+            )
+            .await?
+        {
             TxOutcome::Committed => Ok(post),
             TxOutcome::Busy(_) => Err(busy("create post")),
             TxOutcome::Cancelled(codes) => Err(ApiError::internal(format!(

@@ -46,6 +46,18 @@ impl DynamoStore {
         Ok(out.item)
     }
 
+    /// Whether the item at `key` was last written by the call whose [`super::write_token`]
+    /// is `token` (a consistent read): a conditional write that found its condition failed
+    /// asks it, to tell a retry of its own applied write from another's.
+    pub(super) async fn written_by(&self, key: Item, token: &str) -> Result<bool> {
+        let item = self.get_item(key).await?;
+        Ok(item
+            .as_ref()
+            .and_then(|item| item.get(super::WRITTEN_BY))
+            .and_then(|value| value.as_s().ok())
+            .is_some_and(|written| written == token))
+    }
+
     /// The number of records of a scope: the sum of its counter lanes, read with one
     /// (consistent) `Query` per lane partition, all at once. Absent lanes count 0; a lane
     /// may be negative (a record left the scope on another lane than it joined on).
@@ -286,10 +298,13 @@ async fn batch_get_chunk(
         if !pending.is_empty() {
             attempt += 1;
             if attempt >= MAX_BATCH_ATTEMPTS {
-                return Err(ApiError::internal(format!(
-                    "dynamodb BatchGetItem: {} keys still unprocessed after {attempt} attempts",
-                    pending.len()
-                )));
+                // DynamoDB leaves keys unprocessed when it is throttling the table: busy.
+                tracing::warn!(
+                    unprocessed = pending.len(),
+                    attempt,
+                    "dynamodb BatchGetItem: keys still unprocessed"
+                );
+                return Err(super::busy("BatchGetItem"));
             }
             backoff(attempt, stretch).await;
         }

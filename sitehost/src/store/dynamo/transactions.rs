@@ -8,7 +8,8 @@ use aws_sdk_dynamodb::types::{Delete, Put, ReturnConsumedCapacity, TransactWrite
 use super::items::{self, n, s, Item, Kind, PK};
 use super::records::LOGO_OF;
 use super::{aws_error, backoff, build_error, log_capacity, DynamoStore};
-use crate::error::Result;
+use crate::error::{ApiError, Result};
+use crate::store::held_key::{self, Created};
 
 /// Cancellation reasons that say nothing about the data: the same transaction may succeed
 /// when sent again.
@@ -125,6 +126,58 @@ impl DynamoStore {
                 return Ok(TxOutcome::Busy(codes));
             }
             backoff(attempt, self.stretch).await;
+        }
+    }
+
+    /// [`Self::transact`] for a write that creates `created` (none: a plain `transact`).
+    /// When the request holds an `Idempotency-Key`
+    /// ([`held_key::held`]) the key's answer is the transaction's last action, so the key is
+    /// answered exactly when the create commits, whatever fails after. That action's
+    /// condition failing means the claim is no longer the request's (it outlived its lease
+    /// and a retry took the key over): the create is refused with a 409 and nothing is
+    /// written, unless the answer found is the request's own (a commit DynamoDB applied but
+    /// answered with an error, sent again). The outcome's codes leave that action out.
+    pub(super) async fn transact_create(
+        &self,
+        what: &str,
+        attempts: u32,
+        created: Option<Created>,
+        mut actions: impl FnMut() -> Result<Vec<TransactWriteItem>>,
+    ) -> Result<TxOutcome> {
+        let (Some(created), Some(held)) = (created, held_key::held()) else {
+            return self.transact(what, attempts, actions).await;
+        };
+        let with_answer = || {
+            let mut all = actions()?;
+            all.push(self.answer_held_key(&held, created)?);
+            Ok(all)
+        };
+        match self.transact(what, attempts, with_answer).await? {
+            TxOutcome::Committed => {
+                held.mark_answered();
+                Ok(TxOutcome::Committed)
+            }
+            TxOutcome::Busy(mut codes) => {
+                codes.pop();
+                Ok(TxOutcome::Busy(codes))
+            }
+            TxOutcome::Cancelled(mut codes) => {
+                let claim_lost = TxOutcome::failed_last_condition(&codes);
+                codes.pop();
+                if !claim_lost {
+                    return Ok(TxOutcome::Cancelled(codes));
+                }
+                if self.answered_by(&held).await? {
+                    held.mark_answered();
+                    return Ok(TxOutcome::Committed);
+                }
+                tracing::warn!(what, "an idempotency key was taken over before its create");
+                Err(ApiError::StateConflict(
+                    "A request with this Idempotency-Key is still being processed; retry it \
+                     in a moment to get its answer."
+                        .into(),
+                ))
+            }
         }
     }
 

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 
 use super::items::{self, get_n, get_s, n, opt_s, s};
-use super::{aws_error, conditional, log_capacity, DynamoStore};
-use crate::error::Result;
+use super::{conditional, log_capacity, write_token, DynamoStore, WRITTEN_BY};
+use crate::error::{ApiError, Result};
 use crate::store::{UploadSession, UploadSessionStore, UPLOAD_SESSION_KEPT_SECS};
 
 /// The attributes of a session item besides its key.
@@ -36,7 +36,11 @@ impl UploadSessionStore for DynamoStore {
             EXPIRES_AT.into(),
             n(session.expires_at + UPLOAD_SESSION_KEPT_SECS),
         );
-        let out = self
+        // Named by this call, so a put DynamoDB applied but answered with an error, found
+        // taken when the SDK sends it again, is known for this request's own.
+        let token = write_token();
+        item.insert(WRITTEN_BY.into(), s(&token));
+        let result = self
             .client
             .put_item()
             .table_name(&self.table)
@@ -44,9 +48,18 @@ impl UploadSessionStore for DynamoStore {
             .condition_expression("attribute_not_exists(pk)")
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
-            .await
-            .map_err(|err| aws_error("PutItem (upload session)", err))?;
-        log_capacity("PutItem", out.consumed_capacity());
+            .await;
+        match conditional("PutItem (upload session)", result)? {
+            Some(out) => log_capacity("PutItem", out.consumed_capacity()),
+            None => {
+                let key = items::upload_session_key(&session.upload_id);
+                if !self.written_by(key, &token).await? {
+                    return Err(ApiError::internal(
+                        "a new upload session's random id is taken",
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -78,14 +91,19 @@ impl UploadSessionStore for DynamoStore {
 }
 
 impl DynamoStore {
-    /// Sets `used` to `to` if it was not already: whether this call changed it.
+    /// Sets `used` to `to` if it was not already: whether this call changed it. The item
+    /// records the call ([`WRITTEN_BY`]): an update DynamoDB applied but answered with an
+    /// error fails its condition when the SDK sends it again, and is still this call's.
     async fn set_used(&self, upload_id: &str, to: bool) -> Result<bool> {
+        let token = write_token();
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(items::upload_session_key(upload_id)))
-            .update_expression("SET #u = :to")
+            .update_expression("SET #u = :to, #w = :token")
+            .expression_attribute_names("#w", WRITTEN_BY)
+            .expression_attribute_values(":token", s(&token))
             .condition_expression("attribute_exists(pk) AND #u = :from")
             .expression_attribute_names("#u", USED)
             .expression_attribute_values(":to", AttributeValue::Bool(to))
@@ -93,10 +111,15 @@ impl DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
-        let changed = conditional("UpdateItem (upload session)", result)?;
-        if let Some(out) = &changed {
-            log_capacity("UpdateItem", out.consumed_capacity());
+        match conditional("UpdateItem (upload session)", result)? {
+            Some(out) => {
+                log_capacity("UpdateItem", out.consumed_capacity());
+                Ok(true)
+            }
+            None => {
+                self.written_by(items::upload_session_key(upload_id), &token)
+                    .await
+            }
         }
-        Ok(changed.is_some())
     }
 }

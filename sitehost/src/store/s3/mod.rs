@@ -19,6 +19,16 @@ use crate::store::files::{
 
 pub mod post_form;
 
+/// An S3 call's failure, by the one mapping ([`ApiError::from_aws`]): a 503 with
+/// `Retry-After` for `InternalError`, `SlowDown`, a 5xx, a timeout; an internal error
+/// otherwise.
+fn s3_error<E>(operation: &str, err: aws_sdk_s3::error::SdkError<E>) -> ApiError
+where
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    ApiError::from_aws("s3", operation, err)
+}
+
 pub struct S3Files {
     client: aws_sdk_s3::Client,
     bucket: String,
@@ -95,7 +105,7 @@ impl FileStore for S3Files {
             .body(ByteStream::from(bytes))
             .send()
             .await
-            .with_context(|| format!("s3 put {path}"))?;
+            .map_err(|e| s3_error(&format!("put {path}"), e))?;
         Ok(())
     }
 
@@ -106,7 +116,7 @@ impl FileStore for S3Files {
             .key(path)
             .send()
             .await
-            .with_context(|| format!("s3 delete {path}"))?;
+            .map_err(|e| s3_error(&format!("delete {path}"), e))?;
         Ok(())
     }
 
@@ -129,11 +139,7 @@ impl FileStore for S3Files {
             {
                 return Ok(None)
             }
-            Err(err) => {
-                return Err(anyhow::Error::new(err)
-                    .context(format!("s3 get {path}"))
-                    .into())
-            }
+            Err(err) => return Err(s3_error(&format!("get {path}"), err)),
         };
         let size = u64::try_from(out.content_length().unwrap_or_default()).unwrap_or_default();
         if size > max_bytes {
@@ -141,11 +147,16 @@ impl FileStore for S3Files {
                 "s3 get {path}: {size} bytes, more than the {max_bytes} allowed"
             )));
         }
+        // An answer that broke off is a failure AWS documents as temporary.
         let bytes = out
             .body
             .collect()
             .await
-            .with_context(|| format!("s3 get {path}: reading the body"))?
+            .map_err(|e| ApiError::Temporary {
+                service: "s3",
+                operation: format!("get {path}: reading the body"),
+                source: anyhow::Error::new(e),
+            })?
             .into_bytes();
         Ok(Some(bytes))
     }
@@ -213,9 +224,7 @@ impl FileStore for S3Files {
             {
                 Ok(false)
             }
-            Err(err) => Err(anyhow::Error::new(err)
-                .context(format!("s3 head {path}"))
-                .into()),
+            Err(err) => Err(s3_error(&format!("head {path}"), err)),
         }
     }
 
@@ -229,7 +238,7 @@ impl FileStore for S3Files {
             .set_continuation_token(next)
             .send()
             .await
-            .with_context(|| format!("s3 list {prefix}"))?;
+            .map_err(|e| s3_error(&format!("list {prefix}"), e))?;
         let files = out
             .contents()
             .iter()
@@ -270,7 +279,7 @@ impl FileStore for S3Files {
                 .set_version_id_marker(version_marker.take())
                 .send()
                 .await
-                .with_context(|| format!("s3 list versions {prefix}"))?;
+                .map_err(|e| s3_error(&format!("list versions {prefix}"), e))?;
             versions.extend(out.versions().iter().filter_map(|v| {
                 Some(FileVersion {
                     path: v.key()?.to_string(),
@@ -326,7 +335,7 @@ impl FileStore for S3Files {
             .copy_source(source)
             .send()
             .await
-            .with_context(|| format!("s3 copy {path} from version {version_id}"))?;
+            .map_err(|e| s3_error(&format!("copy {path} from version {version_id}"), e))?;
         Ok(())
     }
 }

@@ -14,6 +14,7 @@ use crate::domain::business::{
 };
 use crate::domain::location::Location;
 use crate::error::{ApiError, Result};
+use crate::store::held_key::Created;
 use crate::store::rules::{self, ScopeChange};
 use crate::store::{scope, BusinessStore, Page};
 
@@ -225,7 +226,8 @@ impl BusinessStore for SqliteStore {
         new: NewBusiness,
         now: i64,
     ) -> Result<BusinessDetail> {
-        self.write(|tx| {
+        let created = |detail: &BusinessDetail| Created::Business(detail.business.id);
+        self.write_created(created, |tx| {
             if let Some(logo) = new.logo_image_id {
                 check_logo(tx, account_id, logo, new.partner_sub_id.as_deref(), None)?;
             }

@@ -1,11 +1,13 @@
 //! `Idempotency-Key`s of the embedded store: one row per account, API key and key, claimed
-//! and answered in write transactions (one writer, so a claim is atomic).
+//! and answered in write transactions (one writer, so a claim is atomic). A create answers
+//! the key its request holds in its own transaction ([`SqliteStore::write_created`]).
 
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
 use super::{db_error, SqliteStore};
 use crate::error::Result;
+use crate::store::held_key::{self, Created, HeldKey};
 use crate::store::{
     IdempotencyClaim, IdempotencyKey, IdempotencyStore, StoredAnswer, IDEMPOTENCY_KEY_SECS,
     IDEMPOTENCY_LEASE_SECS,
@@ -83,12 +85,63 @@ fn insert_claim(
     Ok(())
 }
 
+impl SqliteStore {
+    /// [`SqliteStore::write`] for a create: when the request holds an `Idempotency-Key`
+    /// (`store::held_key`), the answer naming what `f` made (`created`) is written in the
+    /// same transaction, so the key is answered exactly when the create commits.
+    pub(super) fn write_created<T>(
+        &self,
+        created: impl FnOnce(&T) -> Created,
+        f: impl FnOnce(&rusqlite::Transaction) -> Result<T>,
+    ) -> Result<T> {
+        let held = held_key::held();
+        let mut answered = false;
+        let value = self.write(|tx| {
+            let value = f(tx)?;
+            if let Some(held) = &held {
+                answered = answer_in(tx, held, created(&value))?;
+            }
+            Ok(value)
+        })?;
+        if let Some(held) = held.filter(|_| answered) {
+            held.mark_answered();
+        }
+        Ok(value)
+    }
+}
+
+/// Answers `held`'s key with what was created, if the request's claim still holds it
+/// unanswered: whether it did.
+fn answer_in(tx: &rusqlite::Transaction, held: &HeldKey, created: Created) -> Result<bool> {
+    let answer = (held.answer_of)(created);
+    let key = held.key();
+    let changed = tx
+        .execute(
+            "UPDATE idempotency_records SET status = ?5, location = ?6
+             WHERE account_id = ?1 AND api_key = ?2 AND key = ?3 AND fingerprint = ?4
+             AND status IS NULL",
+            params![
+                key.account_id,
+                key.api_key,
+                key.value,
+                held.fingerprint,
+                answer.status,
+                answer.created_uri
+            ],
+        )
+        .map_err(db_error)?;
+    Ok(changed == 1)
+}
+
 #[async_trait]
 impl IdempotencyStore for SqliteStore {
     async fn claim_idempotency_key(
         &self,
         key: &IdempotencyKey<'_>,
         fingerprint: &str,
+        // One writer in one process: a claim's outcome is never unknown here, so the token
+        // that tells a claim's own retry apart is not needed.
+        _claim: &str,
         now: i64,
     ) -> Result<IdempotencyClaim> {
         let (account_id, api_key, value) = (key.account_id, key.api_key, key.value);

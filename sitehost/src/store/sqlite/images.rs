@@ -7,6 +7,7 @@ use super::rows::{fetch_business, image_from_row, IMAGE_COLUMNS};
 use super::{add_to_counters, db_error, next_id, ListQuery, SqliteStore};
 use crate::domain::image_record::{Image, ImageQuery, NewImage};
 use crate::error::{ApiError, Result};
+use crate::store::held_key::Created;
 use crate::store::{rules, scope, ImageStore, Page};
 
 /// The counters' kind for images.
@@ -25,7 +26,7 @@ impl ImageStore for SqliteStore {
     }
 
     async fn create_image(&self, account_id: i64, new: NewImage, now: i64) -> Result<Image> {
-        self.write(|tx| {
+        self.write_created(|image: &Image| Created::Image(image.id), |tx| {
             if let Some(business_id) = new.business_id {
                 let business = fetch_business(tx, account_id, business_id).map_err(db_error)?;
                 if business.is_none_or(|b| b.partner_sub_id != new.partner_sub_id) {

@@ -19,6 +19,7 @@ use crate::domain::site::{
     title_key, Address, NewSite, Site, SiteKeyFilter, SiteOrder, SitePatch, SiteQuery,
 };
 use crate::error::{ApiError, Result};
+use crate::store::held_key::Created;
 use crate::store::rules::ScopeChange;
 use crate::store::sites::{
     address_in_use, check_write_size, host_in_use, post_scope, site_filter_scope, site_scopes,
@@ -221,13 +222,16 @@ fn all_scopes(site: &Site) -> Vec<String> {
 #[async_trait]
 impl SiteStore for SqliteStore {
     async fn create_site(&self, account_id: i64, new: NewSite, now: i64) -> Result<Site> {
-        self.write(|tx| {
-            let site = new.into_site(next_id(tx, "site")?, account_id, now);
-            check_write_size(None, &site)?;
-            write_site(tx, &site)?;
-            add_to_counters(tx, account_id, SITE_KIND, all_scopes(&site), 1)?;
-            Ok(site)
-        })
+        self.write_created(
+            |site: &Site| Created::Site(site.id),
+            |tx| {
+                let site = new.into_site(next_id(tx, "site")?, account_id, now);
+                check_write_size(None, &site)?;
+                write_site(tx, &site)?;
+                add_to_counters(tx, account_id, SITE_KIND, all_scopes(&site), 1)?;
+                Ok(site)
+            },
+        )
     }
 
     async fn get_site(&self, account_id: i64, id: i64) -> Result<Option<Site>> {
@@ -363,12 +367,15 @@ fn write_post(tx: &Transaction, p: &Post) -> Result<()> {
 #[async_trait]
 impl PostStore for SqliteStore {
     async fn create_post(&self, account_id: i64, new: NewPost, now: i64) -> Result<Post> {
-        self.write(|tx| {
-            let post = new.into_post(next_id(tx, "post")?, account_id, now);
-            write_post(tx, &post)?;
-            add_to_counters(tx, account_id, POST_KIND, [post_scope(post.site_id)], 1)?;
-            Ok(post)
-        })
+        self.write_created(
+            |post: &Post| Created::Post(post.id),
+            |tx| {
+                let post = new.into_post(next_id(tx, "post")?, account_id, now);
+                write_post(tx, &post)?;
+                add_to_counters(tx, account_id, POST_KIND, [post_scope(post.site_id)], 1)?;
+                Ok(post)
+            },
+        )
     }
 
     async fn get_post(&self, account_id: i64, id: i64) -> Result<Option<Post>> {

@@ -94,10 +94,11 @@ impl IdempotencyStore for FaultyImages {
         &self,
         key: &IdempotencyKey<'_>,
         fingerprint: &str,
+        claim: &str,
         now: i64,
     ) -> Result<IdempotencyClaim> {
         self.inner
-            .claim_idempotency_key(key, fingerprint, now)
+            .claim_idempotency_key(key, fingerprint, claim, now)
             .await
     }
     async fn answer_idempotency_key(

@@ -18,14 +18,17 @@ fn key(account_id: i64, value: &str) -> IdempotencyKey<'_> {
     }
 }
 
+/// A claim by a new request (each with a token of its own).
 async fn claim(
     store: &SharedStore,
     key: &IdempotencyKey<'_>,
     fp: &str,
     now: i64,
 ) -> IdempotencyClaim {
+    static REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let token = REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     store
-        .claim_idempotency_key(key, fp, now)
+        .claim_idempotency_key(key, fp, &format!("request-{token}"), now)
         .await
         .expect("claim")
 }
