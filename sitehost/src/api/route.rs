@@ -142,8 +142,8 @@ impl DocumentedPath {
     }
 }
 
-/// Every path of the API starts with it.
-const PREFIX: &str = "/api/v2/";
+/// Every path of the API starts with it; on its own it is the API root (`api::root`).
+pub(super) const PREFIX: &str = "/api/v2/";
 
 const fn documented(template: &'static str, operation_id: &'static str) -> DocumentedPath {
     DocumentedPath {
@@ -363,8 +363,23 @@ pub fn route(method: &Method, path: &str) -> Result<Route> {
         .ok_or_else(|| ApiError::MethodNotAllowed(method.to_string()))
 }
 
+/// Each resource (`businesses`) with the path that lists it, for the API root.
+pub(super) fn list_endpoints() -> impl Iterator<Item = (&'static str, &'static str)> {
+    ROUTES
+        .iter()
+        .filter(|entry| entry.method == Method::GET)
+        .flat_map(|entry| entry.paths)
+        .filter_map(|path| match path.parts() {
+            (resource, Rest::Collection) => Some((resource, path.template)),
+            _ => None,
+        })
+}
+
 /// The `Allow` header value for a path, for 405 answers.
 pub fn allowed_methods(path: &str) -> String {
+    if super::root::is_root(path) {
+        return Method::GET.to_string();
+    }
     let mut methods = Vec::new();
     for m in [Method::GET, Method::POST, Method::PUT, Method::DELETE] {
         if route(&m, path).is_ok() {
