@@ -467,3 +467,22 @@ async fn serve_logs_to_a_file_without_colour_codes() {
         "colour codes in a log file: {log:?}"
     );
 }
+
+/// Deployed, `GET /api/v2/` has no route of its own: API Gateway's `$default` route brings
+/// it to `business-get` (template.yaml), whose app answers the API root as `serve` does,
+/// unsigned and before the origin check, like the router's 404.
+#[tokio::test]
+async fn the_default_routes_function_answers_the_api_root() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let app = crate::support::function_app(dir.path(), &[]);
+    let request = http::Request::get("/api/v2/")
+        .header("host", "d111111abcdef8.cloudfront.net")
+        .body(bytes::Bytes::new())
+        .expect("request");
+    let answer = app
+        .handle_operation(sitehost::api::Operation::BusinessGet, request)
+        .await;
+    assert_eq!(answer.status(), 200);
+    let root: Value = serde_json::from_slice(answer.body()).expect("JSON");
+    assert_eq!(root["images"]["list_endpoint"], "/api/v2/images/");
+}

@@ -8,7 +8,8 @@ use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::route::{list_endpoints, PREFIX};
+pub use super::route::is_root;
+use super::route::list_endpoints;
 use crate::error::{ApiError, Result};
 
 /// The OpenAPI schema of each resource's objects, in `docs/openapi.json`'s components.
@@ -23,11 +24,6 @@ const SCHEMAS: [(&str, &str); 5] = [
 /// Where `sitehost serve` serves the OpenAPI document (`server::docs`); the schema links
 /// point into it.
 pub const OPENAPI_PATH: &str = "/api/v2/openapi.json";
-
-/// Whether the path is the API root (the trailing slash is optional, as everywhere).
-pub fn is_root(path: &str) -> bool {
-    path == PREFIX || Some(path) == PREFIX.strip_suffix('/')
-}
 
 /// The root's document: `{"businesses": {"list_endpoint": "/api/v2/businesses/", "schema":
 /// "/api/v2/openapi.json#/components/schemas/Business"}, ...}`, every resource the route

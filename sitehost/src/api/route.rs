@@ -143,7 +143,7 @@ impl DocumentedPath {
 }
 
 /// Every path of the API starts with it; on its own it is the API root (`api::root`).
-pub(super) const PREFIX: &str = "/api/v2/";
+const PREFIX: &str = "/api/v2/";
 
 const fn documented(template: &'static str, operation_id: &'static str) -> DocumentedPath {
     DocumentedPath {
@@ -363,6 +363,12 @@ pub fn route(method: &Method, path: &str) -> Result<Route> {
         .ok_or_else(|| ApiError::MethodNotAllowed(method.to_string()))
 }
 
+/// Whether the path is the API root, `/api/v2/` (`api::root` answers it; the trailing slash
+/// is optional, as everywhere).
+pub fn is_root(path: &str) -> bool {
+    path == PREFIX || Some(path) == PREFIX.strip_suffix('/')
+}
+
 /// Each resource (`businesses`) with the path that lists it, for the API root.
 pub(super) fn list_endpoints() -> impl Iterator<Item = (&'static str, &'static str)> {
     ROUTES
@@ -377,7 +383,7 @@ pub(super) fn list_endpoints() -> impl Iterator<Item = (&'static str, &'static s
 
 /// The `Allow` header value for a path, for 405 answers.
 pub fn allowed_methods(path: &str) -> String {
-    if super::root::is_root(path) {
+    if is_root(path) {
         return Method::GET.to_string();
     }
     let mut methods = Vec::new();
