@@ -438,9 +438,10 @@ async fn serve_logs_to_a_file_without_colour_codes() {
         .stderr(std::fs::File::create(&log_path).expect("log file"))
         .spawn()
         .expect("sitehost serve starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let base = BufReader::new(stdout)
-        .lines()
+    // Kept open to the end: the server's stdout stays readable.
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let base = lines
+        .by_ref()
         .map_while(Result::ok)
         .find_map(|line| {
             let address = line.strip_prefix("sitehost listening on ")?;
@@ -449,7 +450,10 @@ async fn serve_logs_to_a_file_without_colour_codes() {
         .expect("serve printed its address");
     // An unsigned request: a 401, and its request log line.
     let client = PartnerClient::new(&base, "no-such-key", "no-secret");
-    let answer = client.get("/api/v2/businesses/").await.expect("request");
+    let answer = client.get("/api/v2/businesses/").await.unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        panic!("request: {e}; serve's log: {log}")
+    });
     assert_eq!(answer.status, 401);
     let mut log = String::new();
     for _ in 0..50 {
@@ -461,6 +465,7 @@ async fn serve_logs_to_a_file_without_colour_codes() {
     }
     let _ = child.kill();
     let _ = child.wait();
+    drop(lines);
     assert!(log.contains("401"), "the request was logged: {log}");
     assert!(
         !log.contains('\u{1b}'),
