@@ -93,6 +93,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("manifests", nargs="+", help="one or more manifests, read as one")
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
+    parser.add_argument("--scratch", action="store_true",
+                        help="the results' directory is removed after the run: name no path in it")
     args = parser.parse_args()
     manifest = []
     for path in args.manifests:
@@ -138,7 +140,8 @@ def main():
     out = os.path.join(os.path.dirname(os.path.abspath(args.manifests[0])), "results.json")
     with open(out, "w") as f:
         json.dump({"results": results}, f, indent=1)
-    print(f"\nresults: {out}")
+    if not args.scratch:
+        print(f"\nresults: {out}")
 
 
 def groups(results, formats, sizes, kind):

@@ -35,7 +35,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
-    println!("sitehost listening on http://{local}/api/v2/");
+    // The first line's address is the API root, which answers unsigned with every resource
+    // and its list endpoint; tests and scripts read it. One write for the three lines: a
+    // reader that stops after the first (closing the pipe) must not fail a later print.
+    println!(
+        "sitehost listening on http://{local}/api/v2/\n  \
+         API root (every resource and its list endpoint): http://{local}/api/v2/\n  \
+         API reference: http://{local}/docs/"
+    );
     bench_switches(&mut config.image_limits);
     let app = Arc::new(App::new(stores, config)?);
     let shutdown = async {

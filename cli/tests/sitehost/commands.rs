@@ -34,6 +34,15 @@ async fn first_start_prints_a_key_and_keys_change_without_restart() {
         first.get("/api/v2/businesses/").await.expect("list").status,
         200
     );
+    // The address it printed answers: the API root, every resource with its list endpoint
+    // and schema.
+    let root = first.get("/api/v2/").await.expect("the API root");
+    assert_eq!(root.status, 200, "{}", root.body);
+    assert_eq!(root.body["posts"]["list_endpoint"], "/api/v2/posts/");
+    assert_eq!(
+        root.body["businesses"]["schema"],
+        "/api/v2/openapi.json#/components/schemas/Business"
+    );
 
     let (ok, out) = sitehost(
         &[
@@ -424,4 +433,75 @@ fn the_operations_runbook_uses_only_commands_the_cli_has() {
             "docs/operations.md shows `sitehost {command}`: {checked:?}"
         );
     }
+}
+
+/// `serve`'s log written to a file (not a terminal) is plain text: no colour codes.
+#[tokio::test]
+async fn serve_logs_to_a_file_without_colour_codes() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log_path = dir.path().join("serve.log");
+    let mut child = Command::new(BIN)
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env_remove("SITEHOST_STORE")
+        .env_remove("NO_COLOR")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log_path).expect("log file"))
+        .spawn()
+        .expect("sitehost serve starts");
+    // Kept open to the end: the server's stdout stays readable.
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let base = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            let address = line.strip_prefix("sitehost listening on ")?;
+            Some(address.trim().trim_end_matches("/api/v2/").to_string())
+        })
+        .expect("serve printed its address");
+    // An unsigned request: a 401, and its request log line.
+    let client = PartnerClient::new(&base, "no-such-key", "no-secret");
+    let answer = client.get("/api/v2/businesses/").await.unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        panic!("request: {e}; serve's log: {log}")
+    });
+    assert_eq!(answer.status, 401);
+    let mut log = String::new();
+    for _ in 0..50 {
+        log = std::fs::read_to_string(&log_path).expect("log");
+        if log.contains("401") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(lines);
+    assert!(log.contains("401"), "the request was logged: {log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a log file: {log:?}"
+    );
+}
+
+/// Deployed, `GET /api/v2/` has no route of its own: API Gateway's `$default` route brings
+/// it to `business-get` (template.yaml), whose app answers the API root as `serve` does,
+/// unsigned and before the origin check, like the router's 404.
+#[tokio::test]
+async fn the_default_routes_function_answers_the_api_root() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let app = crate::support::function_app(dir.path(), &[]);
+    let request = http::Request::get("/api/v2/")
+        .header("host", "d111111abcdef8.cloudfront.net")
+        .body(bytes::Bytes::new())
+        .expect("request");
+    let answer = app
+        .handle_operation(sitehost::api::Operation::BusinessGet, request)
+        .await;
+    assert_eq!(answer.status(), 200);
+    let root: Value = serde_json::from_slice(answer.body()).expect("JSON");
+    assert_eq!(root["images"]["list_endpoint"], "/api/v2/images/");
 }

@@ -79,6 +79,7 @@ pub fn serve_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Serve {
         .expect("sitehost serve starts");
     let stdout = child.stdout.take().expect("stdout");
     let (mut key, mut secret, mut base) = (String::new(), String::new(), String::new());
+    let mut reference = String::new();
     for line in BufReader::new(stdout).lines() {
         let line = line.expect("line");
         if let Some(v) = line.trim().strip_prefix("key:") {
@@ -87,10 +88,18 @@ pub fn serve_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Serve {
             secret = v.trim().to_string();
         } else if let Some(v) = line.strip_prefix("sitehost listening on ") {
             base = v.trim().trim_end_matches("/api/v2/").to_string();
+        } else if let Some(v) = line.trim().strip_prefix("API reference:") {
+            // Printed with the address, in the same write.
+            reference = v.trim().to_string();
             break;
         }
     }
     assert!(!base.is_empty(), "serve printed its address");
+    assert_eq!(
+        reference,
+        format!("{base}/docs/"),
+        "serve printed the reference's address"
+    );
     Serve {
         child,
         base,

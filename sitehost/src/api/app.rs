@@ -155,6 +155,11 @@ impl App {
         progress: &mut Progress,
     ) -> Result<Response<Bytes>> {
         let path = parts.uri.path();
+        // The API root: public, like the router's 404, so before the origin check and the
+        // signature; on Lambda the `$default` route's function answers it.
+        if super::root::is_root(path) {
+            return super::root::answer(&parts.method);
+        }
         let route = route(&parts.method, path)?;
         progress.operation = Some(route.operation);
         if only.is_some_and(|op| op != route.operation) {

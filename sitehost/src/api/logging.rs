@@ -23,9 +23,18 @@ pub fn init_lambda(settings: &LogSettings) {
 }
 
 /// Logs on stderr for the `sitehost` command: human-readable, or with
-/// `SITEHOST_LOG_FORMAT=json` the Lambda format (JSON lines, EMF request lines).
+/// `SITEHOST_LOG_FORMAT=json` the Lambda format (JSON lines, EMF request lines). Colours
+/// only on a terminal, and not with `NO_COLOR` set (no-color.org): a log file or pipe gets
+/// plain text, without escape codes.
 pub fn init_cli(settings: &LogSettings) {
-    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    use std::io::IsTerminal;
+    let colour = colours(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(colour);
     let _ = if settings.json {
         tracing_subscriber::registry()
             .with(
@@ -41,4 +50,24 @@ pub fn init_cli(settings: &LogSettings) {
             .with(settings.filter.clone())
             .try_init()
     };
+}
+
+/// Whether human-readable logs are coloured: on a terminal, unless `NO_COLOR` is set to
+/// anything but the empty string.
+fn colours(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|value| value.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colours;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colours_only_on_a_terminal_without_no_color() {
+        assert!(colours(true, None));
+        assert!(colours(true, Some(OsStr::new(""))));
+        assert!(!colours(true, Some(OsStr::new("1"))));
+        assert!(!colours(false, None));
+    }
 }

@@ -21,6 +21,7 @@ pub mod lambda;
 pub mod logging;
 pub mod params;
 pub mod request_log;
+pub mod root;
 mod route;
 pub mod sibling_answer;
 

@@ -142,7 +142,7 @@ impl DocumentedPath {
     }
 }
 
-/// Every path of the API starts with it.
+/// Every path of the API starts with it; on its own it is the API root (`api::root`).
 const PREFIX: &str = "/api/v2/";
 
 const fn documented(template: &'static str, operation_id: &'static str) -> DocumentedPath {
@@ -363,8 +363,29 @@ pub fn route(method: &Method, path: &str) -> Result<Route> {
         .ok_or_else(|| ApiError::MethodNotAllowed(method.to_string()))
 }
 
+/// Whether the path is the API root, `/api/v2/` (`api::root` answers it; the trailing slash
+/// is optional, as everywhere).
+pub fn is_root(path: &str) -> bool {
+    path == PREFIX || Some(path) == PREFIX.strip_suffix('/')
+}
+
+/// Each resource (`businesses`) with the path that lists it, for the API root.
+pub(super) fn list_endpoints() -> impl Iterator<Item = (&'static str, &'static str)> {
+    ROUTES
+        .iter()
+        .filter(|entry| entry.method == Method::GET)
+        .flat_map(|entry| entry.paths)
+        .filter_map(|path| match path.parts() {
+            (resource, Rest::Collection) => Some((resource, path.template)),
+            _ => None,
+        })
+}
+
 /// The `Allow` header value for a path, for 405 answers.
 pub fn allowed_methods(path: &str) -> String {
+    if is_root(path) {
+        return Method::GET.to_string();
+    }
     let mut methods = Vec::new();
     for m in [Method::GET, Method::POST, Method::PUT, Method::DELETE] {
         if route(&m, path).is_ok() {

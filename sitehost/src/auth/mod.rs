@@ -110,7 +110,7 @@ pub async fn authenticate(
         .iter()
         .any(|uri| signed.verify(method, uri, &key.secret))
     {
-        return Err(ApiError::Unauthorized("invalid signature".into()));
+        return Err(ApiError::Unauthorized(invalid_signature(method, base_uris)));
     }
     Ok(Authenticated {
         caller: Caller {
@@ -148,6 +148,22 @@ pub fn head_may_be_signed(
     Ok(())
 }
 
+/// The 401 of a signature that does not verify: it names the method and the URL(s) the
+/// signature was checked against, what a partner compares with their own base string first.
+/// Nothing secret: never the key's secret or the signature we expected.
+fn invalid_signature(method: &str, base_uris: &[String]) -> String {
+    let uris = match base_uris {
+        [] => "no URL".to_string(),
+        [one] => one.clone(),
+        [first @ .., last] => format!("{} or {last}", first.join(", ")),
+    };
+    format!(
+        "invalid signature: checked for {method} {uris} (the method and the URL without its \
+         query, as the base string has them) with the query parameters, a form body's \
+         parameters and the oauth parameters"
+    )
+}
+
 /// Records the nonce of an authenticated request; a replay is a 401.
 pub async fn record_nonce(
     keys: &dyn crate::store::KeyStore,
@@ -171,6 +187,23 @@ mod tests {
     use super::*;
 
     const NOW: i64 = 1_714_564_805;
+
+    #[test]
+    fn an_invalid_signature_names_the_method_and_urls_it_was_checked_against() {
+        let uris = [
+            "http://a/api/v2/x/".to_string(),
+            "https://b/api/v2/x/".to_string(),
+        ];
+        let said = invalid_signature("PUT", &uris);
+        assert!(
+            said.starts_with(
+                "invalid signature: checked for PUT http://a/api/v2/x/ or https://b/api/v2/x/ "
+            ),
+            "{said}"
+        );
+        let said = invalid_signature("GET", &uris[..1]);
+        assert!(said.contains("GET http://a/api/v2/x/ ("), "{said}");
+    }
 
     fn headers<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {

@@ -1,9 +1,6 @@
 //! The AVIF siblings of JPEG, PNG and GIF variants (`image_record::SiblingFormat::Avif`),
 //! encoded by rav1e through `ravif`. Its settings are here, in one place.
 
-use ravif::{AlphaColorMode, Encoder, Img};
-use rgb::FromSlice;
-
 use super::pixels::{Layout, Pixels};
 use crate::error::{ApiError, Result};
 
@@ -105,24 +102,23 @@ pub fn encode_avif(
             data.len()
         )));
     }
-    let encoder = Encoder::new()
-        .with_quality(quality)
-        .with_alpha_quality(alpha_quality)
-        .with_speed(speed)
-        .with_num_threads(threads.filter(|&n| n > 0))
-        // Colour under fully transparent pixels is smoothed, not kept: it is never seen,
-        // and kept it costs bytes.
-        .with_alpha_color_mode(AlphaColorMode::UnassociatedClean);
+    // Through `avif-kernel`, never ravif directly: ravif's entry point is `#[inline]`, so
+    // called from here the whole encoder would be compiled into this crate, unoptimised in
+    // the dev profile (avif-kernel's documentation).
+    let settings = avif_kernel::Settings {
+        quality,
+        alpha_quality,
+        speed,
+        threads,
+    };
     let encoded = match channels {
-        3 => encoder.encode_rgb(Img::new(data.as_rgb(), w, h)),
-        4 => encoder.encode_rgba(Img::new(data.as_rgba(), w, h)),
+        3 => avif_kernel::encode_rgb(data, w, h, settings),
+        4 => avif_kernel::encode_rgba(data, w, h, settings),
         _ => {
             return Err(ApiError::internal(format!(
                 "AVIF input must be RGB or RGBA, not {channels} channels"
             )))
         }
     };
-    let encoded =
-        encoded.map_err(|e| ApiError::from(anyhow::Error::new(e).context("encoding an AVIF")))?;
-    Ok(encoded.avif_file)
+    encoded.map_err(|e| ApiError::from(anyhow::Error::new(e).context("encoding an AVIF")))
 }

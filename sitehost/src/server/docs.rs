@@ -94,3 +94,103 @@ mod tests {
         assert!(serve(&Method::GET, "/api/v2/businesses/").is_none());
     }
 }
+
+/// `/docs/` renders the document's introduction and tags; these hold them to the route table
+/// and to the documentation pages they summarise.
+#[cfg(test)]
+mod truth {
+    use super::OPENAPI_JSON;
+
+    fn document() -> serde_json::Value {
+        serde_json::from_str(OPENAPI_JSON).expect("JSON")
+    }
+
+    fn intro() -> String {
+        document()["info"]["description"]
+            .as_str()
+            .expect("description")
+            .to_string()
+    }
+
+    /// Markdown as plain words: links' text only, one space between words.
+    fn words(markdown: &str) -> String {
+        let mut text = String::new();
+        let mut rest = markdown;
+        while let Some(start) = rest.find("](") {
+            let Some(end) = rest[start..].find(')') else {
+                break;
+            };
+            text.push_str(&rest[..start]);
+            rest = &rest[start + end + 1..];
+        }
+        text.push_str(rest);
+        text.replace('[', "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Every resource the route table serves, as its path names it (`businesses`).
+    fn resources() -> Vec<&'static str> {
+        let mut found: Vec<&str> = crate::api::ROUTES
+            .iter()
+            .flat_map(|entry| entry.paths)
+            .filter_map(|path| path.template.split('/').nth(3))
+            .filter(|resource| *resource != "business")
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
+
+    #[test]
+    fn the_introduction_and_tags_cover_every_resource() {
+        let doc = document();
+        let intro = intro();
+        let first = intro.split("\n\n").next().expect("a first paragraph");
+        let tags: Vec<String> = doc["tags"]
+            .as_array()
+            .expect("tags")
+            .iter()
+            .map(|tag| tag["name"].as_str().expect("name").to_lowercase())
+            .collect();
+        // A resource in the platform's words.
+        fn spoken(resource: &str) -> &str {
+            match resource {
+                "posts" => "blog posts",
+                other => other,
+            }
+        }
+        for resource in resources() {
+            assert!(
+                first.contains(spoken(resource)),
+                "{resource} not in: {first}"
+            );
+            assert!(tags.iter().any(|t| t == resource), "no tag for {resource}");
+        }
+        assert!(
+            intro.contains("`GET /api/v2/`"),
+            "the API root is described"
+        );
+    }
+
+    /// The signing host paragraph says what docs/authentication.md says, word for word.
+    #[test]
+    fn the_introduction_says_what_authentication_md_says_of_the_signed_host() {
+        let page = words(include_str!("../../../docs/authentication.md"));
+        let intro = intro();
+        let paragraph = intro
+            .split("\n\n")
+            .find(|p| p.starts_with("Which URL the client called"))
+            .expect("the signed host paragraph");
+        // The page's pointers to other pages ("(see deploy.md)") are left out of the
+        // document, which has no such pages.
+        let page = page.replace(" (see deploy.md)", "");
+        for sentence in words(paragraph).split(". ") {
+            assert!(
+                page.contains(sentence.trim_end_matches('.')),
+                "not in docs/authentication.md: {sentence}"
+            );
+        }
+    }
+}
