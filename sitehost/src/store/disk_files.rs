@@ -342,12 +342,16 @@ mod tests {
                 .expect("put");
             aged(&files.resolve(path).expect("path"), now - age);
         }
+        // Flushed before its time is set: tokio writes on its blocking pool, and a write
+        // landing after `aged` would give the file the real clock's time.
         let mut crashed = files.incoming().await.expect("incoming");
         crashed.write(b"half").await.expect("write");
+        crashed.finish().await.expect("flush");
         aged(&crashed.path, now - INCOMING_LEFT_AFTER_SECS);
         std::mem::forget(crashed);
         let mut live = files.incoming().await.expect("incoming");
         live.write(b"half").await.expect("write");
+        live.finish().await.expect("flush");
         aged(&live.path, now - INCOMING_LEFT_AFTER_SECS + 1);
         assert_eq!(files.sweep_staged(now, 3600).expect("swept"), (1, 1));
         assert!(!files.exists("staging/old").await.expect("exists"));
