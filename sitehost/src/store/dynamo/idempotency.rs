@@ -9,14 +9,21 @@
 //! request's own. A create writes the answer in its own transaction
 //! ([`DynamoStore::answer_held_key`]), on the condition that the claim is still its
 //! request's.
+//!
+//! A site create at DynamoDB's 100-action limit has no room for the answer: it names the
+//! site in the claim before its transaction ([`DynamoStore::name_held_site`], with the
+//! answer it will have), a failed request's release ends the lease of such a claim rather
+//! than deleting it, and whoever takes the claim over answers with the named site if it
+//! exists, or runs again if not (the site's address items keep a late commit from making
+//! two).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity, TransactWriteItem, Update};
 
-use super::items::{self, get_s, n, opt_n, s, Item, PK};
+use super::items::{self, get_n, get_s, n, opt_n, s, Item, PK};
 use super::{build_error, conditional, log_capacity, DynamoStore};
-use crate::error::Result;
-use crate::store::held_key::{Created, HeldKey};
+use crate::error::{ApiError, Result};
+use crate::store::held_key::{self, Created, HeldKey};
 use crate::store::{
     IdempotencyClaim, IdempotencyKey, IdempotencyStore, StoredAnswer, IDEMPOTENCY_KEY_SECS,
     IDEMPOTENCY_LEASE_SECS,
@@ -31,6 +38,20 @@ const STATUS: &str = "status";
 const CLAIM: &str = "claim";
 /// `StoredAnswer::created_uri`: its attribute keeps the name it was first stored under.
 const CREATED_URI: &str = "location";
+/// The site a create too large for the answer named before its transaction, and the
+/// answer it would have.
+const CREATES_SITE: &str = "creates_site";
+const PENDING_STATUS: &str = "pending_status";
+const PENDING_URI: &str = "pending_location";
+
+/// A create whose claim another request took over (after its lease ended).
+pub(super) fn claim_taken_over() -> ApiError {
+    ApiError::StateConflict(
+        "A request with this Idempotency-Key is still being processed; retry it in a moment \
+         to get its answer."
+            .into(),
+    )
+}
 
 fn answer_of(item: &Item) -> Result<Option<StoredAnswer>> {
     let Some(status) = opt_n::<u16>(item, STATUS)? else {
@@ -82,11 +103,12 @@ impl DynamoStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key))
-            .update_expression("SET #l = :new, #c = :claim")
+            .update_expression("SET #l = :new, #c = :claim REMOVE #cr")
             .condition_expression("#l = :old AND attribute_not_exists(#st)")
             .expression_attribute_names("#l", LEASE_UNTIL)
             .expression_attribute_names("#st", STATUS)
             .expression_attribute_names("#c", CLAIM)
+            .expression_attribute_names("#cr", CREATES_SITE)
             .expression_attribute_values(":claim", s(claim))
             .expression_attribute_values(":old", n(lease_until))
             .expression_attribute_values(":new", n(now + IDEMPOTENCY_LEASE_SECS))
@@ -102,6 +124,123 @@ impl DynamoStore {
 }
 
 impl DynamoStore {
+    /// Names the site `site_id` in the claim of the key the request holds (if any), with
+    /// the answer it will have, while the claim is still the request's: for a site create
+    /// whose transaction has no room for the answer. A 409 when the claim was taken over.
+    pub(super) async fn name_held_site(&self, site_id: i64) -> Result<()> {
+        let Some(held) = held_key::held() else {
+            return Ok(());
+        };
+        let answer = (held.answer_of)(Created::Site(site_id));
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::idempotency_key(&held.key())))
+            .update_expression("SET #cr = :site, #ps = :st, #pl = :loc")
+            .condition_expression("#fp = :fp AND #c = :claim AND attribute_not_exists(#st)")
+            .expression_attribute_names("#cr", CREATES_SITE)
+            .expression_attribute_names("#ps", PENDING_STATUS)
+            .expression_attribute_names("#pl", PENDING_URI)
+            .expression_attribute_names("#fp", FINGERPRINT)
+            .expression_attribute_names("#c", CLAIM)
+            .expression_attribute_names("#st", STATUS)
+            .expression_attribute_values(":site", n(site_id))
+            .expression_attribute_values(":st", n(answer.status))
+            .expression_attribute_values(":loc", s(&answer.created_uri))
+            .expression_attribute_values(":fp", s(&held.fingerprint))
+            .expression_attribute_values(":claim", s(&held.claim))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        let Some(out) = conditional("UpdateItem (idempotency names a site)", result)? else {
+            tracing::warn!("an idempotency key was taken over before its site create");
+            return Err(claim_taken_over());
+        };
+        log_capacity("UpdateItem", out.consumed_capacity());
+        Ok(())
+    }
+
+    /// The answer of the site a claim names, if that site was made (a consistent read):
+    /// its create committed, and its answer was lost with the request.
+    async fn named_site_answer(
+        &self,
+        held: &Item,
+        account_id: i64,
+    ) -> Result<Option<StoredAnswer>> {
+        let Some(site_id) = opt_n::<i64>(held, CREATES_SITE)? else {
+            return Ok(None);
+        };
+        let Some(site) = self.get_item(items::site_key(site_id)).await? else {
+            return Ok(None);
+        };
+        if get_n::<i64>(&site, "account_id")? != account_id {
+            return Ok(None);
+        }
+        Ok(Some(StoredAnswer {
+            status: get_n(held, PENDING_STATUS)?,
+            created_uri: get_s(held, PENDING_URI)?,
+        }))
+    }
+
+    /// Answers a claim whose lease ended with the site it names (`false`: someone else
+    /// changed the claim first).
+    async fn answer_named(
+        &self,
+        key: Item,
+        answer: &StoredAnswer,
+        lease_until: i64,
+    ) -> Result<bool> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .update_expression("SET #st = :st, #loc = :loc")
+            .condition_expression("#l = :old AND attribute_not_exists(#st)")
+            .expression_attribute_names("#l", LEASE_UNTIL)
+            .expression_attribute_names("#st", STATUS)
+            .expression_attribute_names("#loc", CREATED_URI)
+            .expression_attribute_values(":old", n(lease_until))
+            .expression_attribute_values(":st", n(answer.status))
+            .expression_attribute_values(":loc", s(&answer.created_uri))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        let answered = conditional("UpdateItem (idempotency named answer)", result)?;
+        if let Some(out) = &answered {
+            log_capacity("UpdateItem", out.consumed_capacity());
+        }
+        Ok(answered.is_some())
+    }
+
+    /// Ends the lease of a claim that names a site, for a failed request: the next request
+    /// with the key takes it over at once and finds out whether the site was made.
+    async fn end_named_lease(&self, key: Item, fingerprint: &str) -> Result<()> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .update_expression("SET #l = :zero")
+            .condition_expression(
+                "#fp = :fp AND attribute_not_exists(#st) AND attribute_exists(#cr)",
+            )
+            .expression_attribute_names("#l", LEASE_UNTIL)
+            .expression_attribute_names("#fp", FINGERPRINT)
+            .expression_attribute_names("#st", STATUS)
+            .expression_attribute_names("#cr", CREATES_SITE)
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":fp", s(fingerprint))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        if let Some(out) = conditional("UpdateItem (idempotency named lease)", result)? {
+            log_capacity("UpdateItem", out.consumed_capacity());
+        }
+        Ok(())
+    }
+
     /// Whether the key's claim is `claim`'s (a consistent read).
     async fn claimed_by(&self, key: Item, claim: &str) -> Result<bool> {
         let held = self.get_item(key).await?;
@@ -191,6 +330,17 @@ impl IdempotencyStore for DynamoStore {
             if lease_until > now {
                 return Ok(IdempotencyClaim::InProgress);
             }
+            if let Some(answer) = self.named_site_answer(&held, key.account_id).await? {
+                if self
+                    .answer_named(item_key.clone(), &answer, lease_until)
+                    .await?
+                {
+                    return Ok(IdempotencyClaim::Answered(answer));
+                }
+                // Answered or taken over meanwhile (or this answer applied, then failed):
+                // read the claim again.
+                continue;
+            }
             let renewed = self
                 .renew_lease(item_key.clone(), claim, lease_until, now)
                 .await?;
@@ -246,15 +396,24 @@ impl IdempotencyStore for DynamoStore {
             .delete_item()
             .table_name(&self.table)
             .set_key(Some(items::idempotency_key(key)))
-            .condition_expression("#fp = :fp AND attribute_not_exists(#st)")
+            .condition_expression(
+                "#fp = :fp AND attribute_not_exists(#st) AND attribute_not_exists(#cr)",
+            )
             .expression_attribute_names("#fp", FINGERPRINT)
             .expression_attribute_names("#st", STATUS)
+            .expression_attribute_names("#cr", CREATES_SITE)
             .expression_attribute_values(":fp", s(fingerprint))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
-        if let Some(out) = conditional("DeleteItem (idempotency release)", result)? {
-            log_capacity("DeleteItem", out.consumed_capacity());
+        match conditional("DeleteItem (idempotency release)", result)? {
+            Some(out) => log_capacity("DeleteItem", out.consumed_capacity()),
+            // Answered (kept), or naming a site that may have been made: its lease ends
+            // now, for the retry to find out.
+            None => {
+                self.end_named_lease(items::idempotency_key(key), fingerprint)
+                    .await?
+            }
         }
         Ok(())
     }

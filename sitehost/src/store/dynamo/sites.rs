@@ -1,6 +1,6 @@
-//! Sites: a create or an update is one transaction with the address item, the list entries
-//! and the counters; lists are one scope `Query` (docs/dynamodb-design.md, "Sites and
-//! posts").
+//! Sites: a create or an update is one transaction with the address items, the list
+//! entries and the counters (and a create's `Idempotency-Key` answer); lists are one scope
+//! `Query` (docs/dynamodb-design.md, "Sites and posts").
 
 use std::collections::HashMap;
 
@@ -16,9 +16,11 @@ use super::{aws_error, backoff, build_error, busy, log_capacity, spread, DynamoS
 use super::{CONSISTENT_READS, MAX_ATTEMPTS};
 use crate::domain::site::{title_key, NewSite, Site, SitePatch, SiteQuery};
 use crate::error::{ApiError, Result};
+use crate::store::held_key::Created;
 use crate::store::rules::ScopeChange;
 use crate::store::sites::{
-    address_in_use, check_write_size, host_in_use, site_filter_scope, site_scopes, HoldingChange,
+    address_in_use, check_write_size, host_in_use, site_filter_scope, site_scopes,
+    site_write_actions, HoldingChange, MAX_WRITE_ACTIONS,
 };
 use crate::store::{Page, SiteStore};
 
@@ -287,7 +289,18 @@ impl SiteStore for DynamoStore {
             }
             Ok(actions)
         };
-        match self.transact("create site", MAX_ATTEMPTS, actions).await? {
+        // The key's answer goes in the transaction as its last action when it fits; a site
+        // at DynamoDB's limit without it names itself in the claim first instead, and a
+        // takeover of the claim answers with the site if it was made.
+        let outcome = if site_write_actions(None, &site) < MAX_WRITE_ACTIONS {
+            let created = Some(Created::Site(id));
+            self.transact_create("create site", MAX_ATTEMPTS, created, actions)
+                .await?
+        } else {
+            self.name_held_site(id).await?;
+            self.transact("create site", MAX_ATTEMPTS, actions).await?
+        };
+        match outcome {
             TxOutcome::Committed => Ok(site),
             TxOutcome::Busy(_) => Err(busy("create site")),
             TxOutcome::Cancelled(codes) => Err(holding_refusal(&site, &holdings, 0, &codes)

@@ -10,7 +10,7 @@ use sitehost::domain::account::{ApiKey, NewKey};
 use super::{app, Aws};
 use crate::support::app::TestApp;
 
-fn every_write_applied_then_failed() -> Faults {
+pub(super) fn every_write_applied_then_failed() -> Faults {
     Faults {
         dynamodb: Rates {
             before: 0.0,
@@ -21,7 +21,7 @@ fn every_write_applied_then_failed() -> Faults {
 }
 
 /// The app through the double (no faults yet) and a key made directly.
-async fn start() -> Option<(Aws, TestApp, ApiKey)> {
+pub(super) async fn start() -> Option<(Aws, TestApp, ApiKey)> {
     let aws = Aws::start(Faults::none()).await?;
     let direct = aws.direct_stores();
     let account = direct

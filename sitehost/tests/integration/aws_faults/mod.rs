@@ -21,6 +21,7 @@
 
 mod applied_then_failed;
 mod checks;
+mod site_creates;
 mod workload;
 
 use std::sync::{Arc, Mutex};
