@@ -9,7 +9,7 @@ use sitehost::config::ServerLimits;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::slow_clients::{read_until_closed, trickle};
+use super::slow_clients::{read_until_closed, signed_business_post, trickle};
 use crate::support::app::TestApp;
 
 const CAP: usize = 32;
@@ -98,17 +98,7 @@ async fn unsigned_form_bodies_trickling_at_the_cap_do_not_lock_out_a_signed_clie
 #[tokio::test]
 async fn a_signed_body_below_the_minimum_pace_is_cut_after_the_grace() {
     let server = TestApp::spawn().await;
-    let key = server.key("agency").await;
-    let authorization = sitehost::client::PartnerClient::new(server.base(), &key.key, &key.secret)
-        .authorization("POST", "/api/v2/businesses/");
-    let stream = TcpStream::connect(server.addr()).await.expect("connect");
-    let (reader, mut writer) = stream.into_split();
-    let head = format!(
-        "POST /api/v2/businesses/ HTTP/1.1\r\nHost: {}\r\nAuthorization: {authorization}\r\n\
-         Content-Type: application/json\r\nContent-Length: 2000\r\n\r\n{{\"business_name\": ",
-        server.addr()
-    );
-    writer.write_all(head.as_bytes()).await.expect("head");
+    let (reader, writer) = signed_business_post(&server, 2000).await;
     let writing = trickle(writer, vec![b' '; 1900], Duration::from_millis(200));
     let (answer, closed_after) = read_until_closed(reader, Duration::from_secs(20)).await;
     writing.abort();

@@ -17,6 +17,32 @@ fn short_limits() -> ServerLimits {
     }
 }
 
+/// Opens a signed `POST /api/v2/businesses/` declaring a JSON body of `content_length`
+/// bytes and sends its head and the body's first 18 bytes: the connection's halves, for the
+/// test to trickle the rest and read the answer.
+pub(super) async fn signed_business_post(
+    server: &TestApp,
+    content_length: usize,
+) -> (
+    tokio::net::tcp::OwnedReadHalf,
+    tokio::net::tcp::OwnedWriteHalf,
+) {
+    let key = server.key("agency").await;
+    // Signed: an unsigned request is refused from its head, before any body is read.
+    let authorization = sitehost::client::PartnerClient::new(server.base(), &key.key, &key.secret)
+        .authorization("POST", "/api/v2/businesses/");
+    let stream = TcpStream::connect(server.addr()).await.expect("connect");
+    let (reader, mut writer) = stream.into_split();
+    let head = format!(
+        "POST /api/v2/businesses/ HTTP/1.1\r\nHost: {}\r\nAuthorization: {authorization}\r\n\
+         Content-Type: application/json\r\nContent-Length: {content_length}\r\n\r\n\
+         {{\"business_name\": ",
+        server.addr()
+    );
+    writer.write_all(head.as_bytes()).await.expect("head");
+    (reader, writer)
+}
+
 /// Writes `bytes` one at a time, `every` apart, ignoring errors once the server has hung up.
 pub(super) fn trickle(
     mut writer: tokio::net::tcp::OwnedWriteHalf,
@@ -92,18 +118,7 @@ async fn a_client_trickling_its_body_gets_408_at_the_body_timeout() {
         .config(|config| config.server = short_limits())
         .spawn()
         .await;
-    let key = server.key("agency").await;
-    // Signed: an unsigned request is refused from its head, before any body is read.
-    let authorization = sitehost::client::PartnerClient::new(server.base(), &key.key, &key.secret)
-        .authorization("POST", "/api/v2/businesses/");
-    let stream = TcpStream::connect(server.addr()).await.expect("connect");
-    let (reader, mut writer) = stream.into_split();
-    let head = format!(
-        "POST /api/v2/businesses/ HTTP/1.1\r\nHost: {}\r\nAuthorization: {authorization}\r\n\
-         Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{\"business_name\": ",
-        server.addr()
-    );
-    writer.write_all(head.as_bytes()).await.expect("head");
+    let (reader, writer) = signed_business_post(&server, 200).await;
     let writing = trickle(writer, vec![b' '; 180], Duration::from_millis(300));
     let (answer, closed_after) = read_until_closed(reader, Duration::from_secs(8)).await;
     writing.abort();
