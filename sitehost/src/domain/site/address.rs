@@ -67,7 +67,13 @@ impl Address {
 /// `value` in its ASCII form (IDNA, UTS #46: Unicode labels become `xn--` ones, and every
 /// letter is lower-cased), or `None` when it is no valid name.
 fn ascii_host(value: &str) -> Option<String> {
-    idna::domain_to_ascii(value.trim()).ok()
+    // Bounded before normalising: punycode costs more than linear time in a label's length,
+    // and no name over 253 characters can normalise to one within them.
+    let value = value.trim();
+    if value.chars().count() > MAX_HOST_CHARS {
+        return None;
+    }
+    idna::domain_to_ascii(value).ok()
 }
 
 /// A domain or subdomain: in its ASCII form ([`ascii_host`]), dot-separated labels of
@@ -76,6 +82,11 @@ fn ascii_host(value: &str) -> Option<String> {
 pub fn host(value: &str) -> Result<String, String> {
     if value.trim().is_empty() {
         return Err("This field may not be blank.".into());
+    }
+    if value.trim().chars().count() > MAX_HOST_CHARS {
+        return Err(format!(
+            "Ensure this value has at most {MAX_HOST_CHARS} characters."
+        ));
     }
     let Some(host) = ascii_host(value) else {
         return Err(format!(
@@ -165,6 +176,18 @@ pub fn base_directory_filter(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_host_is_refused_before_it_is_normalised() {
+        let long = "\u{e9}".repeat(100_000);
+        assert_eq!(
+            host(&long),
+            Err(format!(
+                "Ensure this value has at most {MAX_HOST_CHARS} characters."
+            ))
+        );
+        assert_eq!(host_filter(&long), long);
+    }
 
     #[test]
     fn hosts_are_lower_case_labels() {
